@@ -1,0 +1,283 @@
+"""Reading `:::MLLOG` result files the way mlperf-logging does, but keeping real line numbers.
+
+The official parser numbers only the lines that carry the token (0-based) and gives up on a
+line it cannot decode; Podium needs the file's own 1-based line numbers for findings and must
+survive any bytes. Line splitting and token handling copy the official parser
+(`compliance_checker/mlp_parser/ruleset_*.py`): universal newlines over latin-1 text, and text
+before the *last* token on a line ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest.engine.findings import ERROR, WARNING, Finding
+
+TOKEN = ":::MLLOG "
+EXCERPT_LIMIT = 400
+
+# Keys that describe the run's structure rather than how the model was trained.
+STRUCTURAL_KEYS = frozenset(
+    {
+        "submission_org",
+        "submission_platform",
+        "submission_division",
+        "submission_status",
+        "submission_benchmark",
+        "submission_poc_name",
+        "submission_poc_email",
+        "cache_clear",
+        "init_start",
+        "init_stop",
+        "run_start",
+        "run_stop",
+        "epoch_start",
+        "epoch_stop",
+        "block_start",
+        "block_stop",
+        "eval_start",
+        "eval_stop",
+        "eval_accuracy",
+        "eval_error",
+        "aggregated_eval_accuracy",
+        "seed",
+        "train_samples",
+        "eval_samples",
+        "tracked_stats",
+        "weights_initialization",
+        "number_of_nodes",
+        "accelerators_per_node",
+    }
+)
+# Hyperparameters that the rules name but that do not follow the opt_ prefix convention.
+_EXTRA_HYPERPARAMETERS = frozenset(
+    {
+        "global_batch_size",
+        "gradient_accumulation_steps",
+        "lars_epsilon",
+        "lora_rank",
+        "lora_alpha",
+        "max_sequence_length",
+        "num_warmup_steps",
+        "start_warmup_step",
+        "model_bn_span",
+        "oversampling",
+        "training_input_shape",
+        "validation_input_shape",
+        "validation_overlap",
+        "init_checkpoint_step",
+        "evaluation_frequency",
+        "dropout",
+    }
+)
+
+
+def is_hyperparameter(key: str) -> bool:
+    return key not in STRUCTURAL_KEYS and (
+        key.startswith("opt_") or "_opt_" in key or key in _EXTRA_HYPERPARAMETERS
+    )
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    line: int
+    key: str
+    value: Any
+    metadata: dict[str, Any]
+    time_ms: float
+    text: str
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    minutes: float | None  # since run_start
+    epoch: float | None
+    samples: float | None
+    value: Any
+
+
+@dataclass
+class ParsedLog:
+    """Everything Podium reads out of one result file, plus the problems met on the way."""
+
+    name: str
+    sha256: str
+    byte_count: int
+    line_count: int
+    token_lines: list[int] = field(default_factory=list)
+    texts: dict[int, str] = field(default_factory=dict)
+    events: list[LogEvent] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def first(self, key: str) -> LogEvent | None:
+        return next((e for e in self.events if e.key == key), None)
+
+    def last(self, key: str) -> LogEvent | None:
+        return next((e for e in reversed(self.events) if e.key == key), None)
+
+    def first_value(self, key: str) -> Any:
+        event = self.first(key)
+        return None if event is None else event.value
+
+    def line_text(self, line: int | None) -> str:
+        return "" if line is None else self.texts.get(line, "")
+
+    # The official summarizer's `_query_run_start_stop`: scan in order, keep overwriting the
+    # start until both a start and a stop have been seen.
+    def run_bounds(self) -> tuple[LogEvent | None, LogEvent | None]:
+        start: LogEvent | None = None
+        stop: LogEvent | None = None
+        for event in self.events:
+            if event.key == "run_start":
+                start = event
+            if event.key == "run_stop":
+                stop = event
+            if start is not None and stop is not None:
+                break
+        return start, stop
+
+    def time_to_train_minutes(self) -> float | None:
+        start, stop = self.run_bounds()
+        if start is None or stop is None:
+            return None
+        return (stop.time_ms - start.time_ms) / 60 / 1000
+
+    def stop_status(self) -> str | None:
+        _, stop = self.run_bounds()
+        if stop is None:
+            return None
+        status = stop.metadata.get("status")
+        return None if status is None else str(status)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for event in self.events:
+            if is_hyperparameter(event.key) and event.key not in found:
+                found[event.key] = event.value
+        return found
+
+    def seeds(self) -> list[Any]:
+        return [e.value for e in self.events if e.key == "seed"]
+
+    def eval_curve(self) -> list[EvalPoint]:
+        start, _ = self.run_bounds()
+        points = []
+        for event in self.events:
+            if event.key not in ("eval_accuracy", "eval_error"):
+                continue
+            minutes = None if start is None else (event.time_ms - start.time_ms) / 60000
+            points.append(
+                EvalPoint(
+                    minutes=minutes,
+                    epoch=_number(event.metadata.get("epoch_num")),
+                    samples=_number(event.metadata.get("samples_count")),
+                    value=event.value,
+                )
+            )
+        return points
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def excerpt(text: str) -> str:
+    return text if len(text) <= EXCERPT_LIMIT else text[: EXCERPT_LIMIT - 1] + "…"
+
+
+def parse_log(data: bytes, name: str) -> ParsedLog:
+    parsed = ParsedLog(
+        name=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        byte_count=len(data),
+        line_count=0,
+    )
+    non_utf8: list[int] = []
+    stream = io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None)
+    for lineno, raw in enumerate(stream, start=1):
+        parsed.line_count = lineno
+        try:
+            text = raw.encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError:
+            non_utf8.append(lineno)
+            text = raw
+        if TOKEN not in text:
+            continue
+        # The official `re.sub(".*" + TOKEN, TOKEN, line)` keeps the text from the last token on;
+        # rfind does the same without the regex's quadratic rescans of long lines.
+        stripped = text[text.rfind(TOKEN) :].strip()
+        parsed.token_lines.append(lineno)
+        parsed.texts[lineno] = stripped
+        _parse_line(parsed, lineno, stripped)
+    if non_utf8:
+        shown = ", ".join(str(n) for n in non_utf8[:10])
+        more = f" and {len(non_utf8) - 10} more" if len(non_utf8) > 10 else ""
+        parsed.findings.append(
+            Finding(
+                severity=WARNING,
+                check="parse",
+                rule="utf-8",
+                message=(
+                    f"{len(non_utf8)} line(s) are not valid UTF-8 (lines {shown}{more}); "
+                    "they were read as Latin-1, as mlperf-logging does"
+                ),
+                file=name,
+                line=non_utf8[0],
+            )
+        )
+    return parsed
+
+
+def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
+    def problem(message: str) -> None:
+        parsed.findings.append(
+            Finding(
+                severity=ERROR,
+                check="parse",
+                rule="mllog-line",
+                message=message,
+                file=parsed.name,
+                line=lineno,
+                excerpt=excerpt(text),
+            )
+        )
+
+    body = text[len(TOKEN) :] if text.startswith(TOKEN) else text
+    try:
+        record = json.loads(body)
+    except json.JSONDecodeError as exc:
+        problem(f"not a JSON object after ':::MLLOG': {exc.msg} at column {exc.colno}")
+        return
+    except RecursionError:
+        problem("JSON nested too deeply")
+        return
+    if not isinstance(record, dict):
+        problem(f"expected a JSON object after ':::MLLOG', found {type(record).__name__}")
+        return
+    missing = [k for k in ("time_ms", "key", "value", "metadata") if k not in record]
+    if missing:
+        problem("missing field(s) " + ", ".join(repr(k) for k in missing))
+        return
+    try:
+        time_ms = float(record["time_ms"])
+    except (TypeError, ValueError):
+        problem(f"time_ms {record['time_ms']!r} is not a number")
+        return
+    if not math.isfinite(time_ms):
+        problem(f"time_ms {record['time_ms']!r} is not a finite number")
+        return
+    key = record["key"]
+    if not isinstance(key, str):
+        problem(f"key {key!r} is not a string")
+        return
+    metadata = record["metadata"] if isinstance(record["metadata"], dict) else {}
+    parsed.events.append(
+        LogEvent(line=lineno, key=key, value=record["value"], metadata=metadata, time_ms=time_ms, text=text)
+    )

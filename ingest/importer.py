@@ -1,0 +1,203 @@
+"""Import an MLCommons results tree: verify every (system, benchmark) item and store it.
+
+Items are independent: each is verified in a worker process (the checkers are not thread-safe, so
+parallelism is by process) and stored in its own transaction, and one item's failure is reported
+without stopping the rest. An item whose files are unchanged since its current result is not
+verified again, so importing the same tree twice writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from ingest import selectors, services
+from ingest.engine import rules, tool
+from ingest.engine.tree import ItemSource, TreeError, items_of, submitter_folders
+from ingest.engine.verify import ItemReport, verify_item
+from ingest.models import Result, Submission
+from leaderboard.models import Round
+from leaderboard.services import round_for_ruleset
+
+ACTOR = "import_results"
+
+
+class TreeImportError(ValueError):
+    """The tree cannot be imported at all; the message says why and what to do."""
+
+
+@dataclass
+class ItemOutcome:
+    source: ItemSource
+    status: str  # new | updated | unchanged | error
+    result: Result | None = None
+    error: str = ""
+
+    def row(self) -> dict[str, Any]:
+        if self.result is not None:
+            return {**selectors.result_row(self.result), "status": self.status}
+        return {
+            "round": None,
+            "submitter": self.source.org,
+            "system": self.source.system,
+            "benchmark": self.source.benchmark,
+            "verdict": "error",
+            "status": self.status,
+            "error": self.error,
+        }
+
+
+@dataclass
+class ImportSummary:
+    round: Round
+    ruleset: str
+    outcomes: list[ItemOutcome] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for o in self.outcomes if o.status == "error")
+
+
+def resolve_ruleset(root: Path, explicit: str | None) -> str:
+    known = rules.known_rulesets()
+    if explicit:
+        if explicit not in known:
+            raise TreeImportError(f"--ruleset {explicit} is not a training ruleset of mlperf-logging "
+                               f"{tool.tool_version()}; known: {', '.join(known)}")
+        return explicit
+    resolved = root.resolve()
+    for candidate in (resolved, *resolved.parents):
+        ruleset = rules.ruleset_from_folder(candidate.name)
+        if ruleset is not None:
+            if ruleset not in known:
+                raise TreeImportError(f"{candidate.name} names ruleset {ruleset}, which mlperf-logging "
+                                   f"{tool.tool_version()} does not know; known: {', '.join(known)}")
+            return ruleset
+    raise TreeImportError(f"cannot tell the ruleset of {root}: name the folder like training_results_v4.0 "
+                       "or pass --ruleset X.Y.Z")
+
+
+def _verify_safely(args: tuple[ItemSource, str, Path]) -> ItemReport | str:
+    source, ruleset, scratch = args
+    try:
+        return verify_item(source, ruleset, scratch_root=scratch)
+    except Exception:  # a bug of ours must not take the other items down
+        return traceback.format_exc()
+
+
+def _job_count(requested: int | None) -> int:
+    jobs = requested if requested is not None else settings.PODIUM_IMPORT_JOBS
+    return jobs if jobs > 0 else (os.cpu_count() or 1)
+
+
+def _verified(work: list[tuple[ItemSource, str, Path]], jobs: int) -> Iterator[ItemReport | str]:
+    if jobs <= 1 or len(work) <= 1:
+        yield from map(_verify_safely, work)
+        return
+    # fork: the children inherit the already-imported checkers (scipy, pandas) instead of paying
+    # seconds to import them again, and they never touch the parent's database connection.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(work)), mp_context=context) as pool:
+        yield from pool.map(_verify_safely, work, chunksize=1)
+
+
+def import_tree(
+    root: Path,
+    *,
+    ruleset: str | None = None,
+    round_slug: str | None = None,
+    jobs: int | None = None,
+    on_item: Callable[[ItemOutcome], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ImportSummary:
+    say = progress or (lambda _msg: None)
+    try:
+        orgs = submitter_folders(root)
+    except TreeError as exc:
+        raise TreeImportError(str(exc)) from None
+    ruleset = resolve_ruleset(root, ruleset)
+    if round_slug:
+        round_ = Round.objects.filter(slug=round_slug).first()
+        if round_ is None:
+            raise TreeImportError(f"no round with slug {round_slug!r}")
+        if round_.ruleset != ruleset:
+            raise TreeImportError(f"round {round_slug} uses ruleset {round_.ruleset}, not {ruleset}")
+    else:
+        round_ = round_for_ruleset(ruleset)
+    summary = ImportSummary(round=round_, ruleset=ruleset)
+
+    sources: list[ItemSource] = []
+    for org_dir in orgs:
+        found = items_of(org_dir)
+        if not found:
+            say(f"{org_dir.name}: no results/<system>/<benchmark>/ folders, nothing to import")
+        sources.extend(found)
+    if not sources:
+        raise TreeImportError(f"no (system, benchmark) results found under {root}")
+
+    digests = {id(s): s.digest(ruleset) for s in sources}
+    current = selectors.current_digests(round_, [(s.org, s.system, s.benchmark) for s in sources])
+    pending = [s for s in sources if current.get((s.org, s.system, s.benchmark)) != digests[id(s)]]
+    say(f"{len(sources)} items in {len(orgs)} submitter folder(s); {len(pending)} new or changed; "
+        f"ruleset {ruleset}, round {round_.slug}")
+
+    outcomes: dict[int, ItemOutcome] = {}
+    pending_ids = {id(s) for s in pending}
+    for source in sources:
+        if id(source) not in pending_ids:
+            result = selectors.current_result(round_, source.org, source.system, source.benchmark)
+            outcomes[id(source)] = ItemOutcome(source, "unchanged", result)
+
+    submissions: dict[str, Submission] = {}
+    scratch = Path(settings.PODIUM_SCRATCH_DIR)
+    work = [(s, ruleset, scratch) for s in pending]
+    for done, (source, report) in enumerate(zip(pending, _verified(work, _job_count(jobs)), strict=True), 1):
+        outcome = _store(source, report, round_, submissions, orgs_digest(sources, digests, source.org))
+        outcomes[id(source)] = outcome
+        say(f"[{done}/{len(pending)}] {source.rel_root}: {outcome.status}"
+            + (f" ({outcome.error.strip().splitlines()[-1]})" if outcome.error else ""))
+    for submission in submissions.values():
+        services.submission_finish(submission=submission, actor_label=ACTOR)
+
+    for source in sources:
+        outcome = outcomes[id(source)]
+        summary.outcomes.append(outcome)
+        if on_item is not None:
+            on_item(outcome)
+    return summary
+
+
+def orgs_digest(sources: list[ItemSource], digests: dict[int, str], org: str) -> str:
+    """A submitter folder's content address: the digests of its items, in order."""
+    outer = hashlib.sha256(b"podium-org-v1\0")
+    for source in sources:
+        if source.org == org:
+            outer.update(f"{source.system}/{source.benchmark}\0{digests[id(source)]}\0".encode())
+    return outer.hexdigest()
+
+
+def _store(source: ItemSource, report: ItemReport | str, round_: Round, submissions: dict[str, Submission],
+           org_sha256: str) -> ItemOutcome:
+    if isinstance(report, str):
+        return ItemOutcome(source, "error", error=report)
+    try:
+        if source.org not in submissions:
+            organization = services.organization_get_or_create(name=source.org, actor_label=ACTOR)
+            submissions[source.org] = services.submission_open(
+                round=round_, organization=organization, sha256=org_sha256, source=Submission.IMPORT,
+                label=str(source.org_dir), tool_version=report.tool_version, actor_label=ACTOR,
+            )
+        had_previous = selectors.current_result(round_, source.org, source.system, source.benchmark) is not None
+        result = services.result_store(submission=submissions[source.org], report=report, actor_label=ACTOR)
+    except Exception:
+        return ItemOutcome(source, "error", error=traceback.format_exc())
+    return ItemOutcome(source, "updated" if had_previous else "new", result)

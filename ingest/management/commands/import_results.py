@@ -1,0 +1,66 @@
+"""python manage.py import_results DIR [--ruleset X.Y.Z]: verify and store an MLCommons results tree.
+
+stdout carries one JSON object per (system, benchmark) and nothing else, so it can be piped into jq
+or compared with the official tools; progress and errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ingest.importer import ItemOutcome, TreeImportError, import_tree
+
+
+class Command(BaseCommand):
+    help = "Import an MLCommons training results tree (a round folder or one submitter folder)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("dir", type=Path, help="training_results_vX.Y folder, or one submitter folder")
+        parser.add_argument("--ruleset", help="mlperf-logging ruleset such as 4.0.0 (default: from the folder name)")
+        parser.add_argument("--round", dest="round_slug", help="import into this round instead of the official one")
+        parser.add_argument("--jobs", type=int, default=None, help="checker processes (default: one per CPU)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        root: Path = options["dir"]
+        if not root.exists():
+            raise CommandError(f"{root} does not exist")
+
+        def emit(outcome: ItemOutcome) -> None:
+            try:
+                self.stdout.write(json.dumps(outcome.row()))
+                self.stdout.flush()
+            except BrokenPipeError:
+                # The reader (head, a closed pager) stopped listening; the import itself goes on.
+                devnull = open(os.devnull, "w")  # noqa: SIM115 - replaces stdout for the process
+                os.dup2(devnull.fileno(), sys.stdout.fileno())
+
+        def progress(message: str) -> None:
+            if options["verbosity"] > 0:
+                self.stderr.write(message)
+
+        try:
+            summary = import_tree(
+                root,
+                ruleset=options["ruleset"],
+                round_slug=options["round_slug"],
+                jobs=options["jobs"],
+                on_item=emit,
+                progress=progress,
+            )
+        except TreeImportError as exc:
+            raise CommandError(str(exc)) from None
+        counts: dict[str, int] = {}
+        for outcome in summary.outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        progress("done: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+        for outcome in summary.outcomes:
+            if outcome.status == "error":
+                self.stderr.write(f"error in {outcome.source.rel_root}:\n{outcome.error}")
+        if summary.errors:
+            raise CommandError(f"{summary.errors} item(s) could not be imported; see above")

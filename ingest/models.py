@@ -1,0 +1,274 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from leaderboard.models import Benchmark, Round
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=120, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class System(models.Model):
+    """One system description of one round, as submitted, plus the facets derived from it.
+
+    Descriptions are immutable: a changed JSON is a new row (same slug, new sha256), so a result
+    always points at the description it was verified with.
+    """
+
+    CLOSED, OPEN = "closed", "open"
+    AVAILABLE, PREVIEW, RESEARCH = "available", "preview", "research"
+    ON_PREMISES, CLOUD = "on_premises", "cloud"
+    DIVISIONS = [(CLOSED, "Closed"), (OPEN, "Open")]
+    CATEGORIES = [(AVAILABLE, "Available"), (PREVIEW, "Preview"), (RESEARCH, "Research")]
+    SYSTEM_TYPES = [(ON_PREMISES, "On-premises"), (CLOUD, "Cloud")]
+
+    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="systems")
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="systems")
+    slug = models.CharField(max_length=200, help_text="File name in systems/, without .json")
+    name = models.CharField(max_length=200, blank=True, help_text="system_name from the description")
+    description = models.JSONField(default=dict, blank=True, help_text="The JSON exactly as submitted")
+    description_sha256 = models.CharField(max_length=64, blank=True)
+    description_valid = models.BooleanField(default=False)
+    division = models.CharField(max_length=8, choices=DIVISIONS, blank=True)
+    status = models.CharField(max_length=80, blank=True, help_text="status as written")
+    availability = models.CharField(max_length=60, blank=True, help_text="Official availability label")
+    category = models.CharField(max_length=12, choices=CATEGORIES, blank=True)
+    system_type = models.CharField(max_length=12, choices=SYSTEM_TYPES, blank=True)
+    number_of_nodes = models.PositiveIntegerField(null=True, blank=True)
+    accelerators_per_node = models.PositiveIntegerField(null=True, blank=True)
+    accelerator_count = models.PositiveIntegerField(null=True, blank=True)
+    host_processors_per_node = models.PositiveIntegerField(null=True, blank=True)
+    host_processor_count = models.PositiveIntegerField(null=True, blank=True)
+    accelerator_model_name = models.CharField(max_length=200, blank=True)
+    host_processor_model_name = models.CharField(max_length=200, blank=True)
+    framework = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["organization__name", "slug"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["round", "organization", "slug", "description_sha256"], name="system_version_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["round", "organization", "slug"])]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:system", args=[self.pk])
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return self.accelerator_count == 0
+
+
+class Submission(models.Model):
+    """What one organization handed in at once: an upload, or one submitter folder of an import."""
+
+    RECEIVED, VERIFYING, VERIFIED, NONCOMPLIANT, ERROR = "received", "verifying", "verified", "noncompliant", "error"
+    SUPERSEDED, WITHDRAWN = "superseded", "withdrawn"
+    STATES = [
+        (RECEIVED, "Received"),
+        (VERIFYING, "Verifying"),
+        (VERIFIED, "Verified"),
+        (NONCOMPLIANT, "Noncompliant"),
+        (ERROR, "Platform error"),
+        (SUPERSEDED, "Superseded"),
+        (WITHDRAWN, "Withdrawn"),
+    ]
+    IMPORT, UPLOAD = "import", "upload"
+    SOURCES = [(IMPORT, "Import of a results tree"), (UPLOAD, "Upload")]
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="submissions")
+    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="submissions")
+    source = models.CharField(max_length=12, choices=SOURCES)
+    label = models.CharField(max_length=500, blank=True, help_text="Folder or file it came from")
+    sha256 = models.CharField(max_length=64, help_text="Content address of the bundle")
+    state = models.CharField(max_length=16, choices=STATES, default=RECEIVED)
+    tool_version = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["round", "organization", "sha256"], name="submission_unique_bundle")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.organization} {self.round.slug} #{self.pk}"
+
+
+class ResultQuerySet(models.QuerySet["Result"]):
+    def current(self) -> ResultQuerySet:
+        """The latest version of every (system, benchmark): what tables show."""
+        return self.filter(is_current=True)
+
+    def published(self, now: timezone.datetime | None = None) -> ResultQuerySet:
+        return self.filter(round__publication_date__lte=now or timezone.now())
+
+    def ranked(self) -> ResultQuerySet:
+        return self.filter(score__isnull=False)
+
+
+class Result(models.Model):
+    """The verdict and score of one (system, benchmark) in one round."""
+
+    VERIFIED, NONCOMPLIANT = "verified", "noncompliant"
+    VERDICTS = [(VERIFIED, "Verified"), (NONCOMPLIANT, "Noncompliant")]
+    SCALING_JSON, SCALING_RCP, SCALING_NONE = "scaling_json", "rcp", "none"
+    SCALING_SOURCES = [
+        (SCALING_JSON, "scaling.json in the bundle"),
+        (SCALING_RCP, "RCP normalization computed by mlperf-logging"),
+        (SCALING_NONE, "none"),
+    ]
+
+    submission = models.ForeignKey(Submission, on_delete=models.PROTECT, related_name="results")
+    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="results")
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="results")
+    system = models.ForeignKey(System, on_delete=models.PROTECT, related_name="results")
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="results", null=True,
+                                  blank=True, help_text="Null when the folder names no benchmark of the round")
+    system_slug = models.CharField(max_length=200)
+    benchmark_key = models.CharField(max_length=60)
+    digest = models.CharField(max_length=64, help_text="Content address of the item's files")
+    division = models.CharField(max_length=8, choices=System.DIVISIONS, blank=True)
+    runs_count = models.PositiveSmallIntegerField()
+    runs_required = models.PositiveSmallIntegerField(null=True, blank=True)
+    runs_compliant = models.PositiveSmallIntegerField()
+    olympic_k = models.PositiveSmallIntegerField()
+    raw_score = models.FloatField(null=True, blank=True, help_text="Olympic mean, minutes")
+    scaling_factor = models.FloatField(null=True, blank=True)
+    scaling_source = models.CharField(max_length=16, choices=SCALING_SOURCES, default=SCALING_NONE)
+    score = models.FloatField(null=True, blank=True, help_text="Official score in minutes; null if none")
+    no_score_reason = models.CharField(max_length=300, blank=True)
+    rcp_status = models.CharField(max_length=16, default="not_applicable")
+    rcp_message = models.CharField(max_length=300, blank=True)
+    rcp_norm_factor = models.FloatField(null=True, blank=True)
+    energy_j = models.FloatField(null=True, blank=True)
+    verdict = models.CharField(max_length=16, choices=VERDICTS)
+    tool_version = models.CharField(max_length=40)
+    # A new version of the same (system, benchmark) clears is_current on the old one before it is
+    # inserted, so the partial unique constraint below never sees two current rows.
+    is_current = models.BooleanField(default=True)
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="supersedes")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ResultQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["round", "benchmark_key", "score"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["round", "organization", "system_slug", "benchmark_key"],
+                condition=Q(is_current=True),
+                name="one_current_result_per_item",
+            )
+        ]
+        indexes = [models.Index(fields=["round", "benchmark_key", "score"])]
+
+    def __str__(self) -> str:
+        return f"{self.system_slug} / {self.benchmark_key} ({self.round.slug})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("leaderboard:result", args=[self.pk])
+
+    @property
+    def accelerator_minutes(self) -> float | None:
+        if self.score is None or not self.system.accelerator_count:
+            return None
+        return self.score * self.system.accelerator_count
+
+
+class Run(models.Model):
+    DROPPED = [("", "counted"), ("fastest", "dropped: fastest"), ("slowest", "dropped: slowest"),
+               ("failed", "dropped: not a successful compliant run")]
+
+    result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="runs")
+    position = models.PositiveSmallIntegerField()
+    file = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    byte_count = models.PositiveBigIntegerField()
+    line_count = models.PositiveIntegerField()
+    run_start_ms = models.FloatField(null=True, blank=True)
+    run_stop_ms = models.FloatField(null=True, blank=True)
+    time_to_train_min = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=40, blank=True, help_text="run_stop status; blank if none")
+    compliant = models.BooleanField(null=True, help_text="Compliance checker's verdict; null if it crashed")
+    counted = models.BooleanField(default=False)
+    dropped = models.CharField(max_length=8, choices=DROPPED, blank=True)
+    hyperparameters = models.JSONField(default=dict, blank=True)
+    eval_curve = models.JSONField(default=list, blank=True)
+    seeds = models.JSONField(default=list, blank=True)
+    logged = models.JSONField(default=dict, blank=True)
+    energy_j = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["result", "position"]
+
+    def __str__(self) -> str:
+        return self.file
+
+    @property
+    def name(self) -> str:
+        return self.file.rsplit("/", 1)[-1]
+
+
+class Finding(models.Model):
+    ERROR, WARNING, INFO = "error", "warning", "info"
+    SEVERITIES = [(ERROR, "Error"), (WARNING, "Warning"), (INFO, "Info")]
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="findings")
+    result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="findings", null=True, blank=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings", null=True, blank=True)
+    severity = models.CharField(max_length=8, choices=SEVERITIES)
+    checker = models.CharField(max_length=40, help_text="compliance, system_desc, seed, rcp, run_count, …")
+    rule = models.CharField(max_length=120, blank=True)
+    file = models.CharField(max_length=500, blank=True)
+    line = models.PositiveIntegerField(null=True, blank=True)
+    message = models.TextField()
+    detail = models.TextField(blank=True)
+    excerpt = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{self.severity} {self.checker}/{self.rule} {where}: {self.message}"
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when, from what to what; written in the same transaction as the change."""
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_label = models.CharField(max_length=120, help_text="User name or the command that acted")
+    action = models.CharField(max_length=60)
+    subject_type = models.CharField(max_length=40)
+    subject_id = models.PositiveBigIntegerField()
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["subject_type", "subject_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.subject_type}:{self.subject_id}"

@@ -1,0 +1,227 @@
+"""Writes of the ingest app: organizations, systems, submissions and verified results."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from ingest.engine.findings import Finding as EngineFinding
+from ingest.engine.system_desc import SystemFacts
+from ingest.engine.verify import ItemReport
+from ingest.models import AuditEvent, Finding, Organization, Result, Run, Submission, System
+from leaderboard.models import Benchmark, Round
+
+
+def audit_record(
+    *,
+    actor_label: str,
+    action: str,
+    subject: Any,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    actor: AbstractBaseUser | None = None,
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=actor,
+        actor_label=actor_label,
+        action=action,
+        subject_type=subject._meta.model_name,
+        subject_id=subject.pk,
+        before=before or {},
+        after=after or {},
+    )
+
+
+def organization_get_or_create(*, name: str, actor_label: str) -> Organization:
+    existing = Organization.objects.filter(name=name).first()
+    if existing is not None:
+        return existing
+    base = slugify(name) or "org"
+    slug, n = base, 1
+    while Organization.objects.filter(slug=slug).exists():
+        n += 1
+        slug = f"{base}-{n}"
+    with transaction.atomic():
+        organization = Organization.objects.create(name=name, slug=slug)
+        audit_record(actor_label=actor_label, action="organization.create", subject=organization,
+                     after={"name": name})
+    return organization
+
+
+def _system_for(*, round: Round, organization: Organization, slug: str, facts: SystemFacts) -> System:
+    system, _ = System.objects.get_or_create(
+        round=round,
+        organization=organization,
+        slug=slug,
+        description_sha256=facts.sha256,
+        defaults={
+            "name": str(facts.description.get("system_name", "")) if facts.parsed else "",
+            "description": db_safe(facts.description),
+            "description_valid": facts.parsed and not any(f.severity == "error" for f in facts.findings),
+            "division": facts.division,
+            "status": facts.status,
+            "availability": facts.availability,
+            "category": facts.category,
+            "system_type": facts.system_type,
+            "number_of_nodes": facts.number_of_nodes,
+            "accelerators_per_node": facts.accelerators_per_node,
+            "accelerator_count": facts.accelerator_count,
+            "host_processors_per_node": facts.host_processors_per_node,
+            "host_processor_count": facts.host_processor_count,
+            "accelerator_model_name": facts.text("accelerator_model_name")[:200],
+            "host_processor_model_name": facts.text("host_processor_model_name")[:200],
+            "framework": facts.text("framework")[:300],
+        },
+    )
+    return system
+
+
+def submission_open(
+    *, round: Round, organization: Organization, sha256: str, source: str, label: str, tool_version: str,
+    actor_label: str
+) -> Submission:
+    """Get the submission for these bytes, or start one; an interrupted one is picked up again."""
+    with transaction.atomic():
+        submission, created = Submission.objects.select_for_update().get_or_create(
+            round=round,
+            organization=organization,
+            sha256=sha256,
+            defaults={"source": source, "label": label, "state": Submission.VERIFYING,
+                      "tool_version": tool_version},
+        )
+        if created:
+            audit_record(actor_label=actor_label, action="submission.create", subject=submission,
+                         after={"state": submission.state, "sha256": sha256, "label": label})
+    return submission
+
+
+def submission_finish(*, submission: Submission, actor_label: str) -> Submission:
+    with transaction.atomic():
+        submission = Submission.objects.select_for_update().get(pk=submission.pk)
+        verdicts = set(submission.results.values_list("verdict", flat=True))
+        state = Submission.NONCOMPLIANT if Result.NONCOMPLIANT in verdicts else Submission.VERIFIED
+        if submission.state == state and submission.finished_at is not None:
+            return submission
+        before = {"state": submission.state}
+        submission.state = state
+        submission.finished_at = timezone.now()
+        submission.save(update_fields=["state", "finished_at"])
+        audit_record(actor_label=actor_label, action="submission.finish", subject=submission, before=before,
+                     after={"state": state})
+    return submission
+
+
+def db_safe(value: Any) -> Any:
+    """Make log content storable anywhere: PostgreSQL refuses NUL in text and NaN/Infinity in JSON."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\\x00")
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {db_safe(str(k)): db_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [db_safe(v) for v in value]
+    return value
+
+
+def _finding(*, submission: Submission, result: Result, run: Run | None, finding: EngineFinding) -> Finding:
+    return Finding(
+        submission=submission,
+        result=result,
+        run=run,
+        severity=finding.severity,
+        checker=finding.check[:40],
+        rule=db_safe(finding.rule)[:120],
+        file=db_safe(finding.file)[:500],
+        line=finding.line,
+        message=db_safe(finding.message),
+        detail=db_safe(finding.detail),
+        excerpt=db_safe(finding.excerpt),
+    )
+
+
+@transaction.atomic
+def result_store(*, submission: Submission, report: ItemReport, actor_label: str) -> Result:
+    """Store one verified item, and make it the current version of its (system, benchmark)."""
+    round = submission.round
+    organization = submission.organization
+    system = _system_for(round=round, organization=organization, slug=report.system, facts=report.system_facts)
+    benchmark = Benchmark.objects.filter(round=round, key=report.benchmark).first()
+    previous = (
+        Result.objects.select_for_update()
+        .filter(round=round, organization=organization, system_slug=report.system,
+                benchmark_key=report.benchmark, is_current=True)
+        .first()
+    )
+    if previous is not None:
+        Result.objects.filter(pk=previous.pk).update(is_current=False)
+    result = Result.objects.create(
+        submission=submission,
+        round=round,
+        organization=organization,
+        system=system,
+        benchmark=benchmark,
+        system_slug=report.system,
+        benchmark_key=report.benchmark,
+        digest=report.digest,
+        division=report.division,
+        runs_count=len(report.runs),
+        runs_required=report.required_runs,
+        runs_compliant=report.runs_compliant,
+        olympic_k=report.olympic_k,
+        raw_score=report.raw_score,
+        scaling_factor=report.scaling_factor,
+        scaling_source=report.scaling_source,
+        score=report.score,
+        no_score_reason=report.no_score_reason[:300],
+        rcp_status=report.rcp_status,
+        rcp_message=report.rcp_message[:300],
+        rcp_norm_factor=report.rcp_norm_factor,
+        energy_j=report.energy_j,
+        verdict=report.verdict,
+        tool_version=report.tool_version,
+    )
+    runs = Run.objects.bulk_create(
+        [
+            Run(
+                result=result,
+                position=r.position,
+                file=r.file[:500],
+                sha256=r.sha256,
+                byte_count=r.byte_count,
+                line_count=r.line_count,
+                run_start_ms=r.run_start_ms,
+                run_stop_ms=r.run_stop_ms,
+                time_to_train_min=r.time_to_train_min,
+                status=db_safe(r.status or "")[:40],
+                compliant=r.compliant,
+                counted=r.counted,
+                dropped=r.dropped,
+                hyperparameters=db_safe(r.hyperparameters),
+                eval_curve=db_safe(r.eval_curve),
+                seeds=db_safe(r.seeds),
+                logged=db_safe(r.logged),
+                energy_j=r.energy_j,
+            )
+            for r in report.runs
+        ]
+    )
+    findings = [_finding(submission=submission, result=result, run=None, finding=f) for f in report.findings]
+    for run, run_report in zip(runs, report.runs, strict=True):
+        findings += [_finding(submission=submission, result=result, run=run, finding=f) for f in run_report.findings]
+    Finding.objects.bulk_create(findings)
+    if previous is not None:
+        Result.objects.filter(pk=previous.pk).update(superseded_by=result)
+    audit_record(
+        actor_label=actor_label,
+        action="result.create",
+        subject=result,
+        before={"result": previous.pk, "score": previous.score, "verdict": previous.verdict} if previous else {},
+        after={"score": result.score, "verdict": result.verdict, "digest": result.digest},
+    )
+    return result

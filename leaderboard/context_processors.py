@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest
+
+
+def site(request: HttpRequest) -> dict[str, object]:
+    return {"demo_banner": settings.PODIUM_DEMO_BANNER}

@@ -1,0 +1,99 @@
+"""Writes of the catalog: rounds and their benchmarks."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import asdict
+
+from django.db import transaction
+
+from leaderboard.catalog_data import BenchmarkInfo, RoundInfo, load_catalog
+from leaderboard.models import Benchmark, Round
+
+# Publication is at the start of the day, UTC, unless an admin sets a time.
+_PUBLICATION_TIME = datetime.time(0, 0, tzinfo=datetime.UTC)
+
+
+def _as_datetime(day: datetime.date | None) -> datetime.datetime | None:
+    return None if day is None else datetime.datetime.combine(day, _PUBLICATION_TIME)
+
+
+def _benchmark_fields(info: BenchmarkInfo, position: int) -> dict[str, object]:
+    fields = asdict(info)
+    fields.pop("key")
+    fields["modifiable_hyperparameters"] = list(info.modifiable_hyperparameters)
+    fields["position"] = position
+    return fields
+
+
+def benchmarks_sync(*, round: Round, benchmarks: list[BenchmarkInfo]) -> None:
+    for position, info in enumerate(benchmarks):
+        Benchmark.objects.update_or_create(round=round, key=info.key, defaults=_benchmark_fields(info, position))
+
+
+@transaction.atomic
+def catalog_round_sync(*, info: RoundInfo, benchmarks: list[BenchmarkInfo]) -> Round:
+    """Create or refresh an official round from the catalog. Dates an admin set are kept."""
+    round_, created = Round.objects.get_or_create(
+        slug=info.slug,
+        defaults={"name": info.name, "ruleset": info.ruleset, "source": info.source,
+                  "publication_date": _as_datetime(info.publication_date)},
+    )
+    if not created:
+        round_.name = info.name
+        round_.source = info.source
+        if round_.publication_date is None:
+            round_.publication_date = _as_datetime(info.publication_date)
+        round_.save(update_fields=["name", "source", "publication_date"])
+    benchmarks_sync(round=round_, benchmarks=benchmarks)
+    return round_
+
+
+def catalog_sync(*, rulesets: list[str] | None = None) -> list[Round]:
+    return [
+        catalog_round_sync(info=info, benchmarks=benchmarks)
+        for info, benchmarks in load_catalog()
+        if rulesets is None or info.ruleset in rulesets
+    ]
+
+
+def round_for_ruleset(ruleset: str) -> Round:
+    """The official round of a ruleset, created from the catalog on first use."""
+    for info, benchmarks in load_catalog():
+        if info.ruleset == ruleset:
+            existing = Round.objects.filter(slug=info.slug).first()
+            return existing or catalog_round_sync(info=info, benchmarks=benchmarks)
+    raise LookupError(f"ruleset {ruleset} is not in the catalog")
+
+
+@transaction.atomic
+def round_create(
+    *,
+    slug: str,
+    name: str,
+    ruleset: str,
+    publication_date: datetime.datetime | None,
+    is_demo: bool = False,
+    submission_deadline: datetime.datetime | None = None,
+    review_start: datetime.datetime | None = None,
+    review_end: datetime.datetime | None = None,
+) -> Round:
+    """A round of our own (a demo or a private competition) with the benchmarks of its ruleset."""
+    catalog = {info.ruleset: benchmarks for info, benchmarks in load_catalog()}
+    if ruleset not in catalog:
+        raise LookupError(f"ruleset {ruleset} is not in the catalog")
+    round_, _ = Round.objects.update_or_create(
+        slug=slug,
+        defaults={
+            "name": name,
+            "ruleset": ruleset,
+            "publication_date": publication_date,
+            "submission_deadline": submission_deadline,
+            "review_start": review_start,
+            "review_end": review_end,
+            "is_demo": is_demo,
+            "source": "created in Podium" if not is_demo else "generated demo data",
+        },
+    )
+    benchmarks_sync(round=round_, benchmarks=catalog[ruleset])
+    return round_

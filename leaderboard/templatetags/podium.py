@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.http import QueryDict
+
+register = template.Library()
+
+
+@register.filter
+def minutes(value: float | None) -> str:
+    """Scores as MLCommons prints them: minutes with two decimals, a dash for none."""
+    return "—" if value is None else f"{value:,.2f}"
+
+
+@register.filter
+def exact(value: float | None) -> str:
+    """Full precision, so a reader can recompute a score by hand."""
+    return "—" if value is None else repr(value)
+
+
+@register.filter
+def get_item(mapping: dict[str, Any], key: str) -> Any:
+    return mapping.get(key)
+
+
+@register.filter
+def as_text(value: Any) -> str:
+    if isinstance(value, dict | list):
+        import json
+
+        return json.dumps(value, indent=1, sort_keys=False)
+    return "" if value is None else str(value)
+
+
+@register.simple_tag
+def query_with(params: QueryDict | dict[str, str], name: str, value: str) -> str:
+    """The current filters with one facet set (or cleared, for an empty value)."""
+    updated = QueryDict(mutable=True)
+    for key, val in dict(params).items():
+        updated[key] = val
+    if value:
+        updated[name] = value
+    else:
+        updated.pop(name, None)
+    encoded = updated.urlencode()
+    return f"?{encoded}" if encoded else "?"

@@ -1,0 +1,44 @@
+"""Shared fixtures: where the real MLPerf corpus is, and whether missing services may skip.
+
+On CI (PODIUM_REQUIRE_SERVICES=1) nothing may skip for want of the corpus, PostgreSQL, Redis or a
+browser: a missing one fails the run. On a fresh machine those tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def services_required() -> bool:
+    return os.environ.get("PODIUM_REQUIRE_SERVICES", "") not in ("", "0", "false", "no")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip on a developer machine; fail where the environment promises the dependency."""
+    if services_required():
+        pytest.fail(f"{reason} (PODIUM_REQUIRE_SERVICES is set, so this may not skip)")
+    pytest.skip(reason)
+
+
+def corpus_path() -> Path | None:
+    configured = os.environ.get("PODIUM_CORPUS")
+    if configured:
+        return Path(configured)
+    default = ROOT.parent / "shared" / "mlperf"
+    return default if default.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    path = corpus_path()
+    if path is None:
+        skip_or_fail("the MLPerf corpus is not here: set PODIUM_CORPUS to a copy of shared/mlperf")
+    assert path is not None
+    if not (path / "EXPECTED.csv").is_file():
+        pytest.fail(f"PODIUM_CORPUS={path} has no EXPECTED.csv: point it at the shared/mlperf folder")
+    return path
