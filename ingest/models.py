@@ -271,4 +271,5 @@ class AuditEvent(models.Model):
         indexes = [models.Index(fields=["subject_type", "subject_id"])]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.subject_type}:{self.subject_id}"
+        when = f"{self.created_at:%Y-%m-%d %H:%M}"
+        return f"{when} {self.actor_label} {self.action} {self.subject_type}:{self.subject_id}"

@@ -73,7 +73,7 @@ def round_table(round_: Round, filters: dict[str, str]) -> RoundTable:
     results = (
         Result.objects.current()
         .filter(round=round_)
-        .select_related("system", "organization", "benchmark")
+        .select_related("system__organization", "organization", "benchmark")
         .order_by("organization__name", "system_slug", "benchmark_key")
     )
     for name, value in filters.items():

@@ -46,7 +46,7 @@ class _RuleFileCache:
         self._real = real
         self._parsed: dict[tuple[str, str], Any] = {}
 
-    def load(self, stream: Any, Loader: Any) -> Any:  # noqa: N803 - the library's keyword
+    def load(self, stream: Any, Loader: Any) -> Any:
         name = getattr(stream, "name", None)
         if not isinstance(name, str):
             return self._real.load(stream, Loader=Loader)
