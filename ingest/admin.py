@@ -1,2 +1,52 @@
+from django.contrib import admin
 
-# Register your models here.
+from ingest.models import AuditEvent, Finding, Organization, Result, Submission, System
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name"]
+
+
+@admin.register(System)
+class SystemAdmin(admin.ModelAdmin):
+    list_display = ["slug", "organization", "round", "division", "category", "system_type", "accelerator_count"]
+    list_filter = ["round", "division", "category", "system_type"]
+    search_fields = ["slug", "name", "organization__name"]
+    list_select_related = ["organization", "round"]
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    list_display = ["id", "organization", "round", "source", "state", "created_at", "finished_at"]
+    list_filter = ["state", "source", "round"]
+    list_select_related = ["organization", "round"]
+
+
+@admin.register(Result)
+class ResultAdmin(admin.ModelAdmin):
+    list_display = ["id", "round", "organization", "system_slug", "benchmark_key", "score", "verdict", "is_current"]
+    list_filter = ["round", "verdict", "is_current", "division"]
+    search_fields = ["system_slug", "organization__name", "benchmark_key"]
+    list_select_related = ["organization", "round"]
+    raw_id_fields = ["submission", "system", "benchmark", "superseded_by"]
+
+
+@admin.register(Finding)
+class FindingAdmin(admin.ModelAdmin):
+    list_display = ["id", "severity", "checker", "rule", "file", "line", "message"]
+    list_filter = ["severity", "checker"]
+    raw_id_fields = ["submission", "result", "run"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "actor_label", "action", "subject_type", "subject_id"]
+    list_filter = ["action", "subject_type"]
+
+    def has_change_permission(self, request, obj=None) -> bool:  # the audit trail is append-only
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

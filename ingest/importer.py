@@ -125,16 +125,6 @@ def import_tree(
     except TreeError as exc:
         raise TreeImportError(str(exc)) from None
     ruleset = resolve_ruleset(root, ruleset)
-    if round_slug:
-        round_ = Round.objects.filter(slug=round_slug).first()
-        if round_ is None:
-            raise TreeImportError(f"no round with slug {round_slug!r}")
-        if round_.ruleset != ruleset:
-            raise TreeImportError(f"round {round_slug} uses ruleset {round_.ruleset}, not {ruleset}")
-    else:
-        round_ = round_for_ruleset(ruleset)
-    summary = ImportSummary(round=round_, ruleset=ruleset)
-
     sources: list[ItemSource] = []
     for org_dir in orgs:
         found = items_of(org_dir)
@@ -142,7 +132,13 @@ def import_tree(
             say(f"{org_dir.name}: no results/<system>/<benchmark>/ folders, nothing to import")
         sources.extend(found)
     if not sources:
-        raise TreeImportError(f"no (system, benchmark) results found under {root}")
+        raise TreeImportError(
+            f"no (system, benchmark) results found under {root}: expected "
+            "<org>/results/<system>/<benchmark>/result_*.txt"
+        )
+    # Resolved only now, so that a tree refused above leaves nothing behind, not even a round.
+    round_ = _round(ruleset, round_slug)
+    summary = ImportSummary(round=round_, ruleset=ruleset)
 
     digests = {id(s): s.digest(ruleset) for s in sources}
     current = selectors.current_digests(round_, [(s.org, s.system, s.benchmark) for s in sources])
@@ -174,6 +170,17 @@ def import_tree(
         if on_item is not None:
             on_item(outcome)
     return summary
+
+
+def _round(ruleset: str, round_slug: str | None) -> Round:
+    if not round_slug:
+        return round_for_ruleset(ruleset)
+    round_ = Round.objects.filter(slug=round_slug).first()
+    if round_ is None:
+        raise TreeImportError(f"no round with slug {round_slug!r}")
+    if round_.ruleset != ruleset:
+        raise TreeImportError(f"round {round_slug} uses ruleset {round_.ruleset}, not {ruleset}")
+    return round_
 
 
 def orgs_digest(sources: list[ItemSource], digests: dict[int, str], org: str) -> str:

@@ -1,2 +1,17 @@
+from django.contrib import admin
 
-# Register your models here.
+from leaderboard.models import Benchmark, Round
+
+
+class BenchmarkInline(admin.TabularInline):
+    model = Benchmark
+    extra = 0
+    fields = ["key", "name", "area", "quality_target", "target_direction", "required_runs", "olympic_k"]
+
+
+@admin.register(Round)
+class RoundAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "ruleset", "submission_deadline", "publication_date", "is_demo"]
+    list_filter = ["is_demo", "ruleset"]
+    search_fields = ["slug", "name"]
+    inlines = [BenchmarkInline]

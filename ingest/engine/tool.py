@@ -173,10 +173,19 @@ def check_seeds(paths: list[Path], ruleset: str) -> SeedOutcome:
             return SeedOutcome(passed=None, errors=[], warnings=[], crash=_crash_text(exc))
     errors: list[str] = []
     for record in captured.records:
-        # "Seed checker failed and found the following errors: %s" with one message per line.
+        # "Seed checker failed and found the following errors: %s", the messages joined by newlines;
+        # a message about an unparsable file spans several lines, so lines that do not open a new
+        # message belong to the one before.
         if record.levelno >= logging.ERROR and record.args:
-            errors.extend(line for line in str(record.args[0]).split("\n") if line.strip())
+            for line in str(record.args[0]).split("\n"):
+                if line.startswith(_SEED_MESSAGE_STARTS) or not errors:
+                    errors.append(line)
+                elif line.strip():
+                    errors[-1] += "\n" + line
     return SeedOutcome(passed=bool(passed), errors=errors, warnings=captured.warnings)
+
+
+_SEED_MESSAGE_STARTS = ("Result file ", "Error found when querying seeds")
 
 
 @dataclass

@@ -322,11 +322,17 @@ def _check_seeds(report: ItemReport, copies: list[Path]) -> None:
                         f"{report.ruleset} allowed it", files[0] if files else "")
             )
     for message in others:
-        if message.startswith("Seed checker failed"):
-            continue
-        severity = WARNING if message.startswith("Error found when querying seeds") else ERROR
-        report.findings.append(Finding(severity, "seed", "seed", _scrub(message, copies, report),
-                                       _file_for(report, copies, message)))
+        file = _file_for(report, copies, message)
+        if message.startswith("Error found when querying seeds"):
+            # The run's own findings already list its unreadable lines; the seed checker then
+            # refuses the whole item, which olympic scoring would not.
+            report.findings.append(
+                Finding(WARNING, "seed", "seed", "the seed checker cannot read this log (it has lines that do "
+                        "not parse, see the run's findings), so its seeds are unchecked", file,
+                        detail=_scrub(message, copies, report))
+            )
+        else:
+            report.findings.append(Finding(ERROR, "seed", "seed", _scrub(message, copies, report), file))
 
 
 def _scrub(message: str, copies: list[Path], report: ItemReport) -> str:

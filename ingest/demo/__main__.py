@@ -1,0 +1,3 @@
+from ingest.demo.tree import main
+
+raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""Writing the demo tree: system descriptions and result files in the MLCommons layout,
+`<round folder>/<Org>/systems/<system>.json` and `<round folder>/<Org>/results/<system>/<benchmark>/result_N.txt`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlperf_logging.benchmark_meta import get_result_file_counts
+
+from ingest.demo.benchmarks import BENCHMARKS, Benchmark, JSONScalar
+from ingest.demo.catalog import ORGS, PLAN, ROUNDS, SYSTEMS, Planned, System, system_description
+from ingest.demo.convergence import draw_convergence, olympic_k, quality_curve, reference
+from ingest.demo.manifest import ABORTED, GARBAGE_LINE, NO_RUN_STOP, DemoItem, DemoManifest, DemoRound
+from ingest.demo.runlog import Run, corrupt_line, cut_off, render
+
+_LOGGED_STATUS = {  # system description status -> submission_status as logged
+    "Available on-premise": "onprem",
+    "Available cloud": "cloud",
+    "Preview": "preview",
+    "Research, Development, or Internal (RDI)": "research",
+}
+_CLOSED_INIT_LIMIT_MS = 30 * 60_000  # the compliance checker's init budget for closed division
+
+
+def write_demo_tree(root: Path, *, seed: int = 2024) -> DemoManifest:
+    """Write all demo rounds under `root` (replacing earlier demo round folders there) and describe them.
+
+    The same seed gives byte-identical files; each item draws from its own random stream, so
+    editing one planned item leaves the others unchanged.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    items: list[DemoItem] = []
+    for rnd in ROUNDS:
+        round_dir = root / rnd.folder
+        if round_dir.exists():
+            shutil.rmtree(round_dir)
+        planned = [p for p in PLAN if p.round_slug == rnd.slug]
+        for folder in dict.fromkeys(p.system for p in planned):
+            system = SYSTEMS[folder]
+            path = round_dir / system.org / "systems" / f"{folder}.json"
+            _write(path, json.dumps(system_description(system, rnd.slug), indent=4) + "\n")
+        for position, plan in enumerate(planned):
+            items.append(_write_item(round_dir, rnd, plan, position, seed))
+    return DemoManifest(rounds=list(ROUNDS), items=items)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8"))
+
+
+def _efficiency(capacity: float) -> float:
+    """Imperfect scaling: each doubling beyond 8 accelerators keeps about 96% efficiency."""
+    return 1.0 if capacity <= 8 else (capacity / 8) ** -0.055
+
+
+def _write_item(round_dir: Path, rnd: DemoRound, plan: Planned, position: int, seed: int) -> DemoItem:
+    system, bench = SYSTEMS[plan.system], BENCHMARKS[plan.benchmark]
+    rng = random.Random(f"{seed}/{rnd.slug}/{plan.system}/{plan.benchmark}")
+    required = get_result_file_counts("training")[bench.name]
+    runs = plan.runs or required
+    ref = reference(rnd.ruleset, bench.name, plan.batch_size)
+    grid = bench.grid(plan.batch_size, ref.floor)
+    failing = [i for i, defect in plan.broken.items() if defect in (ABORTED, NO_RUN_STOP)]
+    healthy = iter(draw_convergence(ref, grid, bench.name, runs - len(failing), len(failing), plan.pace, rng))
+    typical = grid.index_at_or_after(ref.mean)
+
+    rate = system.capacity * _efficiency(system.capacity)
+    unit_ms = bench.unit_seconds * 8 / rate * 1000
+    eval_ms = max(bench.eval_seconds * 8 / rate, bench.eval_seconds * 0.02) * 1000
+    window = datetime.datetime.combine(
+        rnd.publication_date - datetime.timedelta(days=42), datetime.time(6), tzinfo=datetime.UTC
+    )
+    t = int(window.timestamp() * 1000) + position * 16 * 3_600_000 + rng.randint(0, 3 * 3_600_000)
+    seeds = rng.sample(range(1_000, 2**31), runs)
+    header = _header(system, bench)
+    hyperparameters = bench.hyperparameters(plan.batch_size, ref.mean)
+
+    items_dir = round_dir / system.org / "results" / system.folder / bench.name
+    for index in range(runs):
+        defect = plan.broken.get(index)
+        aborted = defect == ABORTED
+        if aborted:  # gives up a few evaluations past where runs usually converge
+            last = typical + rng.randint(2, 3)
+        elif defect == NO_RUN_STOP:  # cut off before the end anyway
+            last = typical
+        else:
+            last = next(healthy)
+        points = [grid.point(i) for i in range(last + 1)]
+        converge_at = grid.point(typical) if aborted else points[-1]
+        init_ms = rng.randint(90_000, 420_000) + 600 * system.accelerators  # bigger systems start slower
+        if system.division == "closed" and init_ms >= _CLOSED_INIT_LIMIT_MS - 60_000:
+            raise ValueError(f"{system.folder}: init would exceed the closed division's 30 minutes")
+        run = Run(
+            bench=bench,
+            header=header,
+            seed=seeds[index],
+            hyperparameters=hyperparameters,
+            grid=grid,
+            last_index=last,
+            metrics=quality_curve(bench, points, converge_at, not aborted, rng),
+            status="aborted" if aborted else "success",
+            unit_ms=unit_ms / rng.gauss(1, 0.012),
+            eval_ms=eval_ms,
+            init_ms=init_ms,
+            start_ms=t,
+        )
+        text, t = render(run, rng)
+        if defect == NO_RUN_STOP:
+            text = cut_off(text, rng)
+        elif defect == GARBAGE_LINE:
+            text = corrupt_line(text)
+        _write(items_dir / f"result_{index}.txt", text)
+        t += rng.randint(120_000, 900_000)  # the next job in the queue
+
+    broken = tuple(sorted((f"result_{i}.txt", d) for i, d in plan.broken.items()))
+    return DemoItem(
+        round_slug=rnd.slug,
+        org=system.org,
+        system=system.folder,
+        benchmark=bench.name,
+        runs_written=runs,
+        runs_expected_compliant=runs - len(broken),
+        expect_official_score=runs == required and len(broken) <= olympic_k(bench.name),
+        notes=plan.notes,
+        broken_runs=broken,
+    )
+
+
+def _header(system: System, bench: Benchmark) -> list[tuple[str, JSONScalar]]:
+    return [
+        ("submission_benchmark", bench.name),
+        ("submission_org", ORGS[system.org]),
+        ("submission_division", system.division),
+        ("submission_status", _LOGGED_STATUS.get(system.status, "onprem")),
+        ("submission_platform", system.name),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ingest.demo",
+        description="Write fictional MLPerf Training result bundles for the Podium demo.",
+    )
+    parser.add_argument("outdir", type=Path, help="folder to write the round folders into")
+    parser.add_argument("--seed", type=int, default=2024, help="random seed (default: 2024)")
+    args = parser.parse_args(argv)
+    manifest = write_demo_tree(args.outdir, seed=args.seed)
+    print(manifest.summary())
+    return 0
