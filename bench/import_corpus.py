@@ -1,7 +1,7 @@
 """Time Podium's import of the MLPerf corpus against the official tools on the same folders.
 
-Podium: `manage.py import_results <round folder>` for every round folder of the corpus, on a fresh
-database (migrations not timed), database writes included.
+Podium: one `manage.py import_results <round folder>...` over every round folder of the corpus, on
+a fresh database (migrations not timed), database writes included.
 Official: for every submitter folder, `python -m mlperf_logging.package_checker` then
 `python -m mlperf_logging.result_summarizer`, on a scratch copy (they write into their input).
 Both start fresh interpreters per command; both run in this process's environment, one after the
@@ -43,10 +43,9 @@ def podium(corpus: Path, database_url: str | None) -> tuple[float, int]:
         if database_url:
             run([*manage, "flush", "--noinput"], env, ROOT)
         run([*manage, "migrate", "--noinput", "-v0"], env, ROOT)
-        rounds = sorted(corpus.glob("training_results_v*"))
+        rounds = [str(r) for r in sorted(corpus.glob("training_results_v*"))]
         start = time.perf_counter()
-        for round_dir in rounds:
-            run([*manage, "import_results", str(round_dir), "-v0"], env, ROOT)
+        run([*manage, "import_results", *rounds, "-v0"], env, ROOT)
         elapsed = time.perf_counter() - start
         logs = sum(1 for _ in corpus.glob("training_results_v*/*/results/*/*/result_*.txt"))
         return elapsed, logs

@@ -103,6 +103,7 @@ def _verified(work: list[tuple[ItemSource, str, Path]], jobs: int) -> Iterator[I
     if jobs <= 1 or len(work) <= 1:
         yield from map(_verify_safely, work)
         return
+    tool.preload()
     # fork: the children inherit the already-imported checkers (scipy, pandas) instead of paying
     # seconds to import them again, and they never touch the parent's database connection.
     context = multiprocessing.get_context("fork")

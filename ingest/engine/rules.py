@@ -11,7 +11,6 @@ from functools import lru_cache
 
 from mlperf_logging.benchmark_meta import get_allowed_benchmarks, get_result_file_counts
 from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
-from mlperf_logging.rcp_checker import rcp_checker
 
 USAGE = "training"
 
@@ -125,6 +124,8 @@ def enforces_status_whitelist(ruleset: str) -> bool:
 
 def rcp_known_for(benchmark: str) -> bool:
     # The RCP checker raises KeyError for benchmarks it no longer lists (dlrm, minigo, …).
+    from mlperf_logging.rcp_checker import rcp_checker  # imports scipy: about a second
+
     return benchmark in rcp_checker.submission_runs[USAGE]
 
 

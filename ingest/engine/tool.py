@@ -26,7 +26,6 @@ from typing import Any
 
 from mlperf_logging.compliance_checker import mlp_compliance
 from mlperf_logging.package_checker.seed_checker import SeedChecker
-from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 USAGE = "training"
@@ -196,7 +195,14 @@ class RcpOutcome:
     crash: str | None = None
 
 
+def preload() -> None:
+    """Import the slow parts (scipy, for the RCP checker) now, e.g. before forking workers."""
+    from mlperf_logging.rcp_checker import rcp_checker  # noqa: F401
+
+
 def check_rcp(directory: Path, ruleset: str) -> RcpOutcome:
+    from mlperf_logging.rcp_checker import rcp_checker  # scipy: imported on first use, not at start-up
+
     with _captured():
         try:
             passed, message, norm = rcp_checker.check_directory(

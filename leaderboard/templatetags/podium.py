@@ -21,6 +21,11 @@ def exact(value: float | None) -> str:
 
 
 @register.filter
+def kwh(joules: float | None) -> str:
+    return "—" if joules is None else f"{joules / 3.6e6:,.3f} kWh"
+
+
+@register.filter
 def get_item(mapping: dict[str, Any], key: str) -> Any:
     return mapping.get(key)
 

@@ -10,7 +10,7 @@ from ingest.models import Result
 pytestmark = pytest.mark.django_db
 
 
-def test_demo_data_command_imports_every_item_as_the_manifest_says(demo_tree, tmp_path, capsys) -> None:
+def test_demo_data_command_imports_every_item_as_the_manifest_says(demo_tree, tmp_path, capsys, client) -> None:
     _, manifest = demo_tree
     call_command("demo_data", "--out", str(tmp_path / "bundles"), "--jobs", "2")
     out = capsys.readouterr().out
@@ -33,6 +33,11 @@ def test_demo_data_command_imports_every_item_as_the_manifest_says(demo_tree, tm
             assert result.verdict == Result.VERIFIED, (item, list(result.findings.values_list("message", flat=True)))
     # RCP normalization shows up where the generator converged faster than the reference.
     assert Result.objects.filter(scaling_source=Result.SCALING_RCP, scaling_factor__gt=1).exists()
+    # The table `make run` opens shows the demo systems with their scale.
+    html = client.get("/rounds/demo-2024a/").content.decode()
+    assert "Closed division" in html
+    for org in {item.org for item in manifest.items if item.round_slug == "demo-2024a"}:
+        assert org in html
     # Running it again writes identical bundles and imports nothing new.
     call_command("demo_data", "--out", str(tmp_path / "bundles"), "--jobs", "1")
     assert "demo-2024a: 15 unchanged" in capsys.readouterr().out

@@ -21,15 +21,17 @@ class Command(BaseCommand):
     help = "Import an MLCommons training results tree (a round folder or one submitter folder)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("dir", type=Path, help="training_results_vX.Y folder, or one submitter folder")
+        parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
+                            help="training_results_vX.Y folder, or one submitter folder; several may be given")
         parser.add_argument("--ruleset", help="mlperf-logging ruleset such as 4.0.0 (default: from the folder name)")
         parser.add_argument("--round", dest="round_slug", help="import into this round instead of the official one")
         parser.add_argument("--jobs", type=int, default=None, help="checker processes (default: one per CPU)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        root: Path = options["dir"]
-        if not root.exists():
-            raise CommandError(f"{root} does not exist")
+        roots: list[Path] = options["dirs"]
+        for root in roots:
+            if not root.exists():
+                raise CommandError(f"{root} does not exist")
 
         def emit(outcome: ItemOutcome) -> None:
             try:
@@ -44,23 +46,26 @@ class Command(BaseCommand):
             if options["verbosity"] > 0:
                 self.stderr.write(message)
 
-        try:
-            summary = import_tree(
-                root,
-                ruleset=options["ruleset"],
-                round_slug=options["round_slug"],
-                jobs=options["jobs"],
-                on_item=emit,
-                progress=progress,
-            )
-        except TreeImportError as exc:
-            raise CommandError(str(exc)) from None
-        counts: dict[str, int] = {}
-        for outcome in summary.outcomes:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        progress("done: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
-        for outcome in summary.outcomes:
-            if outcome.status == "error":
-                self.stderr.write(f"error in {outcome.source.rel_root}:\n{outcome.error}")
-        if summary.errors:
-            raise CommandError(f"{summary.errors} item(s) could not be imported; see above")
+        failed = 0
+        for root in roots:
+            try:
+                summary = import_tree(
+                    root,
+                    ruleset=options["ruleset"],
+                    round_slug=options["round_slug"],
+                    jobs=options["jobs"],
+                    on_item=emit,
+                    progress=progress,
+                )
+            except TreeImportError as exc:
+                raise CommandError(f"{root}: {exc}" if len(roots) > 1 else str(exc)) from None
+            counts: dict[str, int] = {}
+            for outcome in summary.outcomes:
+                counts[outcome.status] = counts.get(outcome.status, 0) + 1
+            progress(f"{root}: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+            for outcome in summary.outcomes:
+                if outcome.status == "error":
+                    self.stderr.write(f"error in {outcome.source.rel_root}:\n{outcome.error}")
+            failed += summary.errors
+        if failed:
+            raise CommandError(f"{failed} item(s) could not be imported; see above")
