@@ -41,12 +41,13 @@ class ItemOutcome:
     status: str  # new | updated | unchanged | error
     result: Result | None = None
     error: str = ""
+    round_slug: str | None = None
 
     def row(self) -> dict[str, Any]:
         if self.result is not None:
             return {**selectors.result_row(self.result), "status": self.status}
         return {
-            "round": None,
+            "round": self.round_slug,
             "submitter": self.source.org,
             "system": self.source.system,
             "benchmark": self.source.benchmark,
@@ -86,10 +87,10 @@ def resolve_ruleset(root: Path, explicit: str | None) -> str:
                        "or pass --ruleset X.Y.Z")
 
 
-def _verify_safely(args: tuple[ItemSource, str, Path]) -> ItemReport | str:
-    source, ruleset, scratch = args
+def _verify_safely(args: tuple[ItemSource, str, Path, str]) -> ItemReport | str:
+    source, ruleset, scratch, digest = args
     try:
-        return verify_item(source, ruleset, scratch_root=scratch)
+        return verify_item(source, ruleset, scratch_root=scratch, digest=digest)
     except Exception:  # a bug of ours must not take the other items down
         return traceback.format_exc()
 
@@ -99,7 +100,7 @@ def _job_count(requested: int | None) -> int:
     return jobs if jobs > 0 else (os.cpu_count() or 1)
 
 
-def _verified(work: list[tuple[ItemSource, str, Path]], jobs: int) -> Iterator[ItemReport | str]:
+def _verified(work: list[tuple[ItemSource, str, Path, str]], jobs: int) -> Iterator[ItemReport | str]:
     if jobs <= 1 or len(work) <= 1:
         yield from map(_verify_safely, work)
         return
@@ -155,10 +156,12 @@ def import_tree(
             outcomes[id(source)] = ItemOutcome(source, "unchanged", result)
 
     submissions: dict[str, Submission] = {}
+    org_digests = {s.org: orgs_digest(sources, digests, s.org) for s in pending}
     scratch = Path(settings.PODIUM_SCRATCH_DIR)
-    work = [(s, ruleset, scratch) for s in pending]
+    work = [(s, ruleset, scratch, digests[id(s)]) for s in pending]
     for done, (source, report) in enumerate(zip(pending, _verified(work, _job_count(jobs)), strict=True), 1):
-        outcome = _store(source, report, round_, submissions, orgs_digest(sources, digests, source.org))
+        outcome = _store(source, report, round_, submissions, org_digests[source.org])
+        outcome.round_slug = round_.slug
         outcomes[id(source)] = outcome
         say(f"[{done}/{len(pending)}] {source.rel_root}: {outcome.status}"
             + (f" ({outcome.error.strip().splitlines()[-1]})" if outcome.error else ""))

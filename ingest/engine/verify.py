@@ -221,7 +221,8 @@ def _scratch_copy(source: ItemSource, system_bytes: bytes | None, scratch_root: 
     return top, system_json, copies
 
 
-def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None = None) -> ItemReport:
+def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None = None,
+                digest: str | None = None) -> ItemReport:
     system_bytes = source.system_json.read_bytes() if source.system_json else None
     facts = read_system_desc(system_bytes, source.system_rel, ruleset)
     report = ItemReport(
@@ -229,7 +230,7 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
         system=source.system,
         benchmark=source.benchmark,
         ruleset=ruleset,
-        digest=source.digest(ruleset),
+        digest=digest or source.digest(ruleset),
         tool_version=tool.tool_version(),
         system_facts=facts,
         required_runs=rules.required_runs(source.benchmark),

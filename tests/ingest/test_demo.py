@@ -20,43 +20,10 @@ from mlperf_logging.rcp_checker import rcp_checker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from ingest.demo import ABORTED, GARBAGE_LINE, NO_RUN_STOP, DemoItem, DemoManifest, main, write_demo_tree
+from ingest.engine.system_desc import REQUIRED_FIELDS
 
 FILE_BUDGET = 350
-SYSTEM_KEYS = (
-    "submitter",
-    "division",
-    "status",
-    "system_name",
-    "number_of_nodes",
-    "host_processors_per_node",
-    "host_processor_model_name",
-    "host_processor_core_count",
-    "host_processor_vcpu_count",
-    "host_processor_frequency",
-    "host_processor_caches",
-    "host_processor_interconnect",
-    "host_memory_capacity",
-    "host_storage_type",
-    "host_storage_capacity",
-    "host_networking",
-    "host_networking_topology",
-    "host_memory_configuration",
-    "accelerators_per_node",
-    "accelerator_model_name",
-    "accelerator_host_interconnect",
-    "accelerator_frequency",
-    "accelerator_on-chip_memories",
-    "accelerator_memory_configuration",
-    "accelerator_memory_capacity",
-    "accelerator_interconnect",
-    "accelerator_interconnect_topology",
-    "cooling",
-    "hw_notes",
-    "framework",
-    "other_software_stack",
-    "operating_system",
-    "sw_notes",
-)
+SYSTEM_KEYS = REQUIRED_FIELDS  # the 33 keys mlperf-logging's system_desc_checker requires
 STATUSES = ("Available on-premise", "Available cloud", "Preview", "Research, Development, or Internal (RDI)")
 EXPECTED_MESSAGE = {
     ABORTED: "Failed checks for eval_accuracy",
