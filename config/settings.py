@@ -7,11 +7,12 @@ to PostgreSQL and CELERY_BROKER_URL to Redis.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_int, env_list, env_str
+from config.env import ImproperlyConfiguredEnv, env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PODIUM_VAR_DIR", str(BASE_DIR / "var")))
@@ -38,6 +39,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "leaderboard",
     "ingest",
+    "accounts",
     "reviews",
     "runners",
 ]
@@ -128,22 +130,70 @@ if env_str("CACHE_URL", ""):
         "LOCATION": env_str("CACHE_URL", ""),
     }
 
+# Uploads: limits a bundle must stay within (archive bombs, oversized files), checked before storing.
+PODIUM_BUNDLE_DIR = Path(env_str("PODIUM_BUNDLE_DIR", str(VAR_DIR / "bundles")))
+PODIUM_MAX_BUNDLE_BYTES = env_int("PODIUM_MAX_BUNDLE_BYTES", 200 * 2**20, minimum=1)
+PODIUM_MAX_FILE_BYTES = env_int("PODIUM_MAX_FILE_BYTES", 64 * 2**20, minimum=1)
+PODIUM_MAX_EXTRACTED_BYTES = env_int("PODIUM_MAX_EXTRACTED_BYTES", 2**30, minimum=1)
+PODIUM_MAX_MEMBERS = env_int("PODIUM_MAX_MEMBERS", 5000, minimum=1)
+PODIUM_MAX_RATIO = float(env_int("PODIUM_MAX_RATIO", 100, minimum=1))
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 2**20
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 2**20  # larger uploads stream to a temporary file
+
+# Verification on the worker: the hard time limit kills a stuck task; the sweeper re-dispatches a
+# submission left "verifying" past the deadline (which must exceed the time limit, or a slow but
+# living worker could be duplicated) and one left "received" past PODIUM_REQUEUE_AFTER.
+PODIUM_VERIFY_TIME_LIMIT = env_int("PODIUM_VERIFY_TIME_LIMIT", 600, minimum=60)
+PODIUM_VERIFY_DEADLINE = timedelta(seconds=env_int("PODIUM_VERIFY_DEADLINE", 660, minimum=61))
+PODIUM_REQUEUE_AFTER = timedelta(seconds=env_int("PODIUM_REQUEUE_AFTER", 120, minimum=1))
+PODIUM_VERIFY_MAX_ATTEMPTS = env_int("PODIUM_VERIFY_MAX_ATTEMPTS", 5, minimum=1)
+if PODIUM_VERIFY_DEADLINE.total_seconds() <= PODIUM_VERIFY_TIME_LIMIT:
+    raise ImproperlyConfiguredEnv("PODIUM_VERIFY_DEADLINE must exceed PODIUM_VERIFY_TIME_LIMIT")
+
 # Celery: with no broker configured the tasks run in-process (the embedded default).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL == ""
-CELERY_TASK_EAGER_PROPAGATES = True
+# In-process (no broker) a task must behave as on a worker: retries re-run, failures stay in the task.
+CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = TIME_ZONE
+# With a Redis broker an unacknowledged task is redelivered after this; keep it well above the time
+# limit so a long verification is never started twice by the broker itself.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * PODIUM_VERIFY_TIME_LIMIT}
+CELERY_BEAT_SCHEDULE = {
+    "sweep-submissions": {"task": "ingest.tasks.sweep_submissions", "schedule": 60.0},
+}
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "podium@localhost")
 
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/"
+PODIUM_BASE_URL = env_str("PODIUM_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.authentication.TokenScopeAllows"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.ScopedRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_str("PODIUM_THROTTLE_ANON", "120/minute"),
+        "user": env_str("PODIUM_THROTTLE_USER", "600/minute"),
+        "uploads": env_str("PODIUM_THROTTLE_UPLOADS", "60/hour"),
+        "tokens": env_str("PODIUM_THROTTLE_TOKENS", "30/hour"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Podium API",

@@ -1,10 +1,19 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
+from accounts.urls import auth_urlpatterns
 from config.health import healthz
+from ingest.urls import api_urlpatterns as ingest_api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("accounts/", include(auth_urlpatterns)),
+    path("accounts/", include("accounts.urls")),
+    path("api/v1/", include((ingest_api, "api"), namespace="api")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
+    path("", include("ingest.urls")),
     path("", include("leaderboard.urls")),
 ]

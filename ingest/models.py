@@ -91,6 +91,7 @@ class Submission(models.Model):
         (SUPERSEDED, "Superseded"),
         (WITHDRAWN, "Withdrawn"),
     ]
+    FINAL_STATES = (VERIFIED, NONCOMPLIANT, ERROR, SUPERSEDED, WITHDRAWN)
     IMPORT, UPLOAD = "import", "upload"
     SOURCES = [(IMPORT, "Import of a results tree"), (UPLOAD, "Upload")]
 
@@ -101,17 +102,34 @@ class Submission(models.Model):
     sha256 = models.CharField(max_length=64, help_text="Content address of the bundle")
     state = models.CharField(max_length=16, choices=STATES, default=RECEIVED)
     tool_version = models.CharField(max_length=40, blank=True)
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="submissions")
+    bundle_path = models.CharField(max_length=300, blank=True, help_text="Stored bundle, relative to the store")
+    bundle_size = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(null=True, blank=True, help_text="Last time it was handed to a worker")
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # A platform fault is never the submitter's: they see a neutral message, operators the detail.
+    error_detail = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["round", "organization", "sha256"], name="submission_unique_bundle")
         ]
+        indexes = [models.Index(fields=["state", "queued_at"])]
 
     def __str__(self) -> str:
         return f"{self.organization} {self.round.slug} #{self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("ingest:submission", args=[self.pk])
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
 
 
 class ResultQuerySet(models.QuerySet["Result"]):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest.models import Result
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from ingest.models import Result, Submission
+from ingest.visibility import visibility_q
 from leaderboard.models import Round
 
 
@@ -53,4 +57,77 @@ def result_row(result: Result) -> dict[str, Any]:
         "errors": findings.count("error"),
         "warnings": findings.count("warning"),
         "result_id": result.pk,
+    }
+
+
+def submissions_visible_to(user: Any) -> QuerySet[Submission]:
+    return Submission.objects.filter(visibility_q(user)).order_by("-created_at")
+
+
+def _elapsed(submission: Submission) -> float:
+    end = submission.finished_at or timezone.now()
+    return max(0.0, (end - submission.created_at).total_seconds())
+
+
+PLATFORM_ERROR = ("Podium could not finish verifying this bundle because of a problem on our side. It is not a "
+                  "fault of your bundle and does not count against any limit; the operators have the details.")
+
+
+def submission_summary(submission: Submission, request: Any | None = None) -> dict[str, Any]:
+    url = submission.get_absolute_url()
+    return {
+        "id": submission.pk,
+        "round": submission.round.slug,
+        "organization": submission.organization.slug,
+        "state": submission.state,
+        "label": submission.label,
+        "sha256": submission.sha256,
+        "created_at": submission.created_at.isoformat(),
+        "url": request.build_absolute_uri(url) if request is not None else url,
+    }
+
+
+def submission_status(submission: Submission, request: Any | None = None) -> dict[str, Any]:
+    from ingest.services.submissions import queue_position
+
+    def absolute(url: str) -> str:
+        return request.build_absolute_uri(url) if request is not None else url
+
+    results = submission.results.select_related("system").order_by("system_slug", "benchmark_key")
+    findings = submission.findings.order_by("file", "line", "id")
+    return {
+        **submission_summary(submission, request),
+        "queue_position": queue_position(submission),
+        "elapsed_seconds": round(_elapsed(submission), 3),
+        "attempts": submission.attempts,
+        "results": [
+            {
+                "id": r.pk,
+                "system": r.system_slug,
+                "benchmark": r.benchmark_key,
+                "division": r.division or None,
+                "verdict": r.verdict,
+                "score": r.score,
+                "raw_score": r.raw_score,
+                "scaling_factor": r.scaling_factor,
+                "runs": r.runs_count,
+                "runs_compliant": r.runs_compliant,
+                "is_current": r.is_current,
+                "url": absolute(r.get_absolute_url()),
+            }
+            for r in results
+        ],
+        "findings": [
+            {
+                "severity": f.severity,
+                "check": f.checker,
+                "rule": f.rule,
+                "file": f.file,
+                "line": f.line,
+                "message": f.message,
+                "excerpt": f.excerpt,
+            }
+            for f in findings
+        ],
+        "error": PLATFORM_ERROR if submission.state == Submission.ERROR else None,
     }

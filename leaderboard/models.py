@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -14,9 +15,24 @@ class RoundQuerySet(models.QuerySet["Round"]):
         """Rounds whose results are public: the publication date has passed."""
         return self.filter(publication_date__lte=now or timezone.now())
 
+    def in_review(self, now: timezone.datetime | None = None) -> RoundQuerySet:
+        """Past the submission deadline, not yet published: submitters review each other."""
+        now = now or timezone.now()
+        return self.filter(submission_deadline__lte=now).exclude(publication_date__lte=now)
+
+    def open_for_uploads(self, now: timezone.datetime | None = None) -> RoundQuerySet:
+        now = now or timezone.now()
+        return self.filter(submission_deadline__gt=now).exclude(publication_date__lte=now)
+
 
 class Round(models.Model):
-    """One submission round, judged under one mlperf-logging ruleset."""
+    """One submission round, judged under one mlperf-logging ruleset.
+
+    Its phase follows from its dates: draft (no dates yet) → open (until the submission deadline)
+    → review (deadline passed, not yet published) → published → closed.
+    """
+
+    DRAFT, OPEN, REVIEW, PUBLISHED, CLOSED = "draft", "open", "review", "published", "closed"
 
     slug = models.CharField(max_length=64, unique=True, validators=[slug_with_dots])
     name = models.CharField(max_length=120)
@@ -26,6 +42,8 @@ class Round(models.Model):
     review_start = models.DateTimeField(null=True, blank=True)
     review_end = models.DateTimeField(null=True, blank=True)
     publication_date = models.DateTimeField(null=True, blank=True)
+    closes_at = models.DateTimeField(null=True, blank=True, help_text="After this the round is closed to changes")
+    chairs = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="chaired_rounds")
     source = models.TextField(blank=True, help_text="Where the round's facts come from")
     is_demo = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -45,6 +63,19 @@ class Round(models.Model):
 
     def is_published(self, now: timezone.datetime | None = None) -> bool:
         return self.publication_date is not None and self.publication_date <= (now or timezone.now())
+
+    def phase(self, now: timezone.datetime | None = None) -> str:
+        now = now or timezone.now()
+        if self.closes_at is not None and now >= self.closes_at:
+            return self.CLOSED
+        if self.is_published(now):
+            return self.PUBLISHED
+        if self.submission_deadline is not None:
+            return self.REVIEW if now >= self.submission_deadline else self.OPEN
+        return self.DRAFT
+
+    def accepts_uploads(self, now: timezone.datetime | None = None) -> bool:
+        return self.phase(now) == self.OPEN
 
 
 class Benchmark(models.Model):

@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Q
 
 from ingest.models import Result, ResultQuerySet, System
+from ingest.visibility import round_visible_q, visibility_q
 from leaderboard.models import Benchmark, Round, RoundQuerySet
 
 FACETS = {
@@ -18,25 +19,25 @@ FACETS = {
 
 
 def visible_rounds(user: AbstractBaseUser | AnonymousUser) -> RoundQuerySet:
-    """Rounds whose results this visitor may see: published ones; staff see every round.
-
-    Every page goes through here (or `visible_results`), so embargo rules live in one place.
-    """
-    if getattr(user, "is_staff", False):
-        return Round.objects.all()
-    return Round.objects.published()
+    """Rounds whose page this visitor may open (see ingest.visibility for the rule)."""
+    return Round.objects.filter(pk__in=Round.objects.filter(round_visible_q(user)).values("pk"))
 
 
 def visible_results(user: AbstractBaseUser | AnonymousUser) -> ResultQuerySet:
-    return Result.objects.filter(round__in=visible_rounds(user))
+    return Result.objects.filter(visibility_q(user))
+
+
+def visible_systems(user: AbstractBaseUser | AnonymousUser):
+    return System.objects.filter(visibility_q(user))
 
 
 def rounds_overview(user: AbstractBaseUser | AnonymousUser) -> list[Round]:
+    visible = visibility_q(user, prefix="results__") & Q(results__is_current=True)
     return list(
         visible_rounds(user)
         .annotate(
-            result_count=Count("results", filter=Q(results__is_current=True)),
-            organization_count=Count("results__organization", filter=Q(results__is_current=True), distinct=True),
+            result_count=Count("results", filter=visible, distinct=True),
+            organization_count=Count("results__organization", filter=visible, distinct=True),
         )
         .filter(result_count__gt=0)
     )
@@ -69,9 +70,10 @@ def clean_filters(params: dict[str, str]) -> dict[str, str]:
     return {name: params[name] for name, allowed in FACETS.items() if params.get(name) in allowed}
 
 
-def round_table(round_: Round, filters: dict[str, str]) -> RoundTable:
+def round_table(round_: Round, filters: dict[str, str], user: AbstractBaseUser | AnonymousUser) -> RoundTable:
     results = (
-        Result.objects.current()
+        visible_results(user)
+        .current()
         .filter(round=round_)
         .select_related("system__organization", "organization", "benchmark")
         .order_by("organization__name", "system_slug", "benchmark_key")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from ingest.models import Result, System
 from leaderboard import selectors
 
 
@@ -16,7 +15,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     round_ = get_object_or_404(selectors.visible_rounds(request.user), slug=slug)
     filters = selectors.clean_filters(request.GET.dict())
-    table = selectors.round_table(round_, filters)
+    table = selectors.round_table(round_, filters, request.user)
     facets = [
         (name, label, [(value, text) for value, text in choices.items()])
         for name, label, choices in [
@@ -29,12 +28,10 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def system_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    system = get_object_or_404(
-        System.objects.select_related("round", "organization").filter(round__in=selectors.visible_rounds(request.user)),
-        pk=pk,
-    )
+    system = get_object_or_404(selectors.visible_systems(request.user).select_related("round", "organization"), pk=pk)
     results = (
-        Result.objects.filter(system__round=system.round, organization=system.organization, system_slug=system.slug)
+        selectors.visible_results(request.user)
+        .filter(round=system.round, organization=system.organization, system_slug=system.slug)
         .current()
         .select_related("benchmark")
         .order_by("benchmark__position", "benchmark_key")
@@ -53,8 +50,9 @@ def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
     item_findings = result.findings.filter(run__isnull=True).order_by("id")
     counted = sorted(r.time_to_train_min for r in runs if r.dropped == "" and r.time_to_train_min is not None)
     versions = (
-        Result.objects.filter(round=result.round, organization=result.organization, system_slug=result.system_slug,
-                              benchmark_key=result.benchmark_key)
+        selectors.visible_results(request.user)
+        .filter(round=result.round, organization=result.organization, system_slug=result.system_slug,
+                benchmark_key=result.benchmark_key)
         .exclude(pk=result.pk)
         .order_by("-created_at")
     )

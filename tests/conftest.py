@@ -42,3 +42,27 @@ def corpus_dir() -> Path:
     if not (path / "EXPECTED.csv").is_file():
         pytest.fail(f"PODIUM_CORPUS={path} has no EXPECTED.csv: point it at the shared/mlperf folder")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _celery_mode(request: pytest.FixtureRequest) -> None:
+    """Tasks run in-process unless a test asks for the real worker (marker `real_worker`).
+
+    CI exports CELERY_BROKER_URL for the integration tests; every other test must not depend on a
+    worker being up.
+    """
+    from config.celery import app
+
+    real = request.node.get_closest_marker("real_worker") is not None
+    app.conf.task_always_eager = not real
+    app.conf.task_eager_propagates = False
+
+
+@pytest.fixture(autouse=True)
+def _isolated_storage(tmp_path_factory: pytest.TempPathFactory, settings) -> None:
+    """Each test stores bundles in a scratch store of its own."""
+    root = tmp_path_factory.mktemp("store")
+    settings.PODIUM_BUNDLE_DIR = root / "bundles"
+    settings.PODIUM_SCRATCH_DIR = root / "scratch"
+    # Password hashing is deliberately slow; tests create many users and need none of that cost.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

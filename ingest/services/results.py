@@ -147,7 +147,17 @@ def _finding(*, submission: Submission, result: Result, run: Run | None, finding
 
 @transaction.atomic
 def result_store(*, submission: Submission, report: ItemReport, actor_label: str) -> Result:
-    """Store one verified item, and make it the current version of its (system, benchmark)."""
+    """Store one verified item, and make it the current version of its (system, benchmark).
+
+    Idempotent per submission: if this submission already stored the item (a worker died after the
+    commit), that result is returned and nothing is written twice.
+    """
+    # Locking the submission row serializes the item stores of one submission across workers.
+    Submission.objects.select_for_update().filter(pk=submission.pk).exists()
+    already = Result.objects.filter(submission=submission, system_slug=report.system,
+                                    benchmark_key=report.benchmark).first()
+    if already is not None:
+        return already
     round = submission.round
     organization = submission.organization
     system = _system_for(round=round, organization=organization, slug=report.system, facts=report.system_facts)

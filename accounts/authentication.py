@@ -1,0 +1,59 @@
+"""API authentication by personal token (`Authorization: Token pod_<prefix>_<secret>`) and its scopes."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from django.utils import timezone
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+
+from accounts.models import ApiToken
+
+# last_used_at is for the owner's token list, not an audit trail: one write a minute is plenty.
+_TOUCH_EVERY = datetime.timedelta(minutes=1)
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    keyword = "Token"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise AuthenticationFailed("Malformed Authorization header: use 'Token <token>'.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("The token contains characters a token never has.") from None
+        parts = ApiToken.split(raw)
+        token = ApiToken.objects.select_related("user").filter(prefix=parts[0]).first() if parts else None
+        if token is None or parts is None or not token.matches(parts[1]):
+            raise AuthenticationFailed("Unknown token.")
+        if not token.is_active():
+            raise AuthenticationFailed("This token was revoked or has expired; create a new one.")
+        if not token.user.is_active:
+            raise AuthenticationFailed("This account is disabled.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+class TokenScopeAllows(BasePermission):
+    """A read-scoped token may only read; a session (the web page) is not limited by scope."""
+
+    message = "This token has the read scope; uploading needs a token with the submit scope."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        token = request.auth
+        if not isinstance(token, ApiToken):
+            return True
+        return token.allows(ApiToken.READ if request.method in SAFE_METHODS else ApiToken.SUBMIT)

@@ -1,0 +1,136 @@
+"""People: who belongs to which organization in which role, invitations, and API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from ingest.models import Organization
+
+
+class Membership(models.Model):
+    """One role of one user in one organization; a user may hold several roles there."""
+
+    ADMIN, SUBMITTER, REVIEWER = "admin", "submitter", "reviewer"
+    ROLES = [
+        (ADMIN, "Organization admin (invites members)"),
+        (SUBMITTER, "Submitter (uploads results)"),
+        (REVIEWER, "Reviewer (reviews other organizations' results during review)"),
+    ]
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=12, choices=ROLES)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["organization__name", "user__username", "role"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization", "role"], name="membership_unique_role")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.organization}"
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class Invitation(models.Model):
+    """A one-time link an organization admin sends; it becomes an account and a membership."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=12, choices=Membership.ROLES)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.email} → {self.organization} ({self.role})"
+
+    @staticmethod
+    def hash_token(token: str) -> str:
+        return _digest(token)
+
+    def is_usable(self, now: timezone.datetime | None = None) -> bool:
+        return self.accepted_at is None and self.expires_at > (now or timezone.now())
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self, now: timezone.datetime | None = None) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True, expires_at__gt=now or timezone.now())
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    secret: str  # shown to the user once; only its hash is stored
+
+
+class ApiToken(models.Model):
+    """A personal API token: `pod_<prefix>_<secret>`; the prefix finds the row, the secret is hashed."""
+
+    READ, SUBMIT = "read", "submit"
+    SCOPES = [(READ, "read: see what you may see"), (SUBMIT, "submit: also upload bundles")]
+    PREFIX = "pod"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scope = models.CharField(max_length=8, choices=SCOPES, default=READ)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…, {self.scope})"
+
+    @classmethod
+    def new_secret(cls) -> tuple[str, str, str]:
+        """(prefix, secret, the full token string)."""
+        prefix = secrets.token_hex(4)
+        secret = secrets.token_urlsafe(30)
+        return prefix, secret, f"{cls.PREFIX}_{prefix}_{secret}"
+
+    @classmethod
+    def split(cls, raw: str) -> tuple[str, str] | None:
+        parts = raw.strip().split("_", 2)
+        if len(parts) != 3 or parts[0] != cls.PREFIX or not parts[1] or not parts[2]:
+            return None
+        return parts[1], parts[2]
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        return _digest(secret)
+
+    def matches(self, secret: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, _digest(secret))
+
+    def allows(self, scope: str) -> bool:
+        return self.scope == self.SUBMIT or scope == self.READ
+
+    def is_active(self, now: timezone.datetime | None = None) -> bool:
+        return self.revoked_at is None and self.expires_at > (now or timezone.now())

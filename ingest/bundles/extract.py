@@ -1,0 +1,83 @@
+"""Extracting an uploaded bundle: headers judged first, data streamed under a byte budget."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import IO
+
+from ingest.bundles.formats import CHUNK, Archive, open_archive, reading
+from ingest.bundles.layout import check_submitter_folder, find_submitter_folder
+from ingest.bundles.limits import BundleRejected, Limits, check_expanded_size, check_file_size, shown
+from ingest.bundles.screen import Member, Screen, is_junk
+
+# O_NOFOLLOW and O_EXCL: even if a check above were wrong, a write never follows a link or
+# replaces a file that an earlier member wrote.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0)
+
+
+def extract_bundle(archive: Path, dest: Path, *, limits: Limits) -> Path:
+    """Extract a .tar.gz or .zip of one submitter folder into `dest` and return that folder.
+
+    The result is `dest` itself when the archive holds systems/ and results/ at its top, so a
+    caller that names organizations after folders should make `dest` the organization's name.
+    Raises BundleRejected with a message for the submitter; `dest` is then left empty.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    if any(dest.iterdir()):
+        raise ValueError(f"{dest} must be empty before a bundle is extracted into it")
+    try:
+        with open_archive(archive, limits) as opened:
+            screen = Screen(limits, opened.compressed_size)
+            for header in opened.headers():
+                screen.admit(header)
+            _write(opened, screen.finish(), dest, limits)
+            opened.verify_end()
+        folder = find_submitter_folder(dest)
+        check_submitter_folder(folder, dest)
+        return folder
+    except BaseException:
+        _empty(dest)
+        raise
+
+
+def _write(archive: Archive, members: list[Member], dest: Path, limits: Limits) -> None:
+    total = 0
+    for member in members:
+        if is_junk(member.name):
+            continue
+        target = dest.joinpath(*member.name.split("/"))
+        if member.is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with reading():
+            stream = archive.open(member)
+        written = 0
+        with stream, os.fdopen(os.open(target, _CREATE, 0o644), "wb") as out:
+            while chunk := _read(stream):
+                written += len(chunk)
+                total += len(chunk)
+                # Headers can lie about sizes; what counts is what the data inflates to.
+                if written > member.size:
+                    raise BundleRejected(
+                        f"the archive is damaged: {shown(member.name)} holds more data than its header "
+                        "declares; create it again and upload it again"
+                    )
+                check_file_size(member.name, written, limits)
+                check_expanded_size(total, archive.compressed_size, limits)
+                out.write(chunk)
+
+
+def _read(stream: IO[bytes]) -> bytes:
+    with reading():
+        return stream.read(CHUNK)
+
+
+def _empty(folder: Path) -> None:
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()

@@ -1,0 +1,295 @@
+"""Reading .tar.gz and .zip archives header by header, with every library error made a refusal."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import stat
+import struct
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, BinaryIO, Protocol, cast
+
+from ingest.bundles.limits import BundleRejected, Limits, human_size, shown
+from ingest.bundles.screen import (
+    DEVICE,
+    DIR,
+    FIFO,
+    FILE,
+    HARDLINK,
+    SOCKET,
+    SPARSE,
+    SYMLINK,
+    Header,
+    Member,
+    too_many_members,
+)
+
+CHUNK = 256 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with members, an empty zip
+# What a broken or crafted archive makes the standard library raise while reading it.
+_DAMAGE: tuple[type[BaseException], ...] = (
+    tarfile.TarError,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    lzma.LZMAError,
+    struct.error,
+    EOFError,
+    OSError,  # gzip.BadGzipFile, and bz2's 'Invalid data stream'
+    RecursionError,  # a chain of tar extended headers
+)
+
+
+class Archive(Protocol):
+    compressed_size: int
+
+    def headers(self) -> Iterator[Header]: ...
+
+    def open(self, member: Member) -> IO[bytes]: ...
+
+    def verify_end(self) -> None: ...
+
+
+@contextmanager
+def reading() -> Iterator[None]:
+    """Wraps every read from the archive (never a write to disk, whose errors are ours, not the upload's)."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        # zipfile decodes names flagged as UTF-8 strictly, before any member is seen.
+        raise BundleRejected(
+            "a member name is marked as UTF-8 but is not valid UTF-8; rename the file using UTF-8 characters "
+            "and create the archive again"
+        ) from None
+    except NotImplementedError as exc:
+        raise BundleRejected(
+            f"the archive uses a feature Podium cannot read ({exc}); create it again with standard settings"
+        ) from None
+    except _DAMAGE as exc:
+        detail = str(exc) or type(exc).__name__
+        raise BundleRejected(f"the archive is damaged: {detail}; create it again and upload it again") from None
+
+
+@contextmanager
+def open_archive(path: Path, limits: Limits) -> Iterator[Archive]:
+    size = path.stat().st_size
+    if size > limits.max_bundle_bytes:
+        raise BundleRejected(
+            f"the upload is {human_size(size)}; a bundle may be at most {human_size(limits.max_bundle_bytes)} "
+            "compressed — leave out checkpoints, datasets and other large files"
+        )
+    with path.open("rb") as raw:
+        magic = raw.read(4)
+        raw.seek(0)
+        archive: _TarGz | _Zip
+        if magic.startswith(_GZIP_MAGIC):
+            with reading():
+                archive = _TarGz(raw, size, limits)
+        elif magic in _ZIP_MAGICS:
+            with reading():
+                archive = _Zip(raw, size, limits)
+        else:
+            raise BundleRejected("the upload is not a .tar.gz or .zip archive; create one and upload it again")
+        try:
+            yield archive
+        finally:
+            archive.close()
+
+
+class _Window:
+    """The decompressed tar stream, refusing to go further than an acceptable bundle could need.
+
+    tarfile reads a PAX or GNU long-name header's whole body in one read and follows chains of them
+    before it returns a member, so without this a crafted header could make it inflate gigabytes
+    into memory before Screen ever saw a size.
+    """
+
+    _MAX_READ = 4 * CHUNK
+
+    def __init__(self, stream: gzip.GzipFile, ceiling: int) -> None:
+        self._stream = stream
+        self._ceiling = ceiling
+
+    def _refuse_past(self, position: int) -> None:
+        if position > self._ceiling:
+            raise BundleRejected(
+                f"the bundle expands to more than {human_size(self._ceiling)}; it is damaged or crafted"
+            )
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0 or size > self._MAX_READ:
+            raise BundleRejected(
+                f"the archive has a tar header larger than {human_size(self._MAX_READ)}; it is damaged or crafted"
+            )
+        allowed = max(0, self._ceiling - self._stream.tell())
+        data = self._stream.read(min(size, allowed))
+        # A request reaching past the ceiling is refused only if the stream really goes on.
+        if size > allowed and len(data) == allowed and self._stream.read(1):
+            self._refuse_past(self._ceiling + 1)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 0:
+            self._refuse_past(offset)
+        return self._stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+
+class _TarGz:
+    def __init__(self, raw: BinaryIO, size: int, limits: Limits) -> None:
+        self.compressed_size = size
+        budget = min(limits.max_total_bytes, int(limits.max_ratio * size))
+        # Each member also costs a header block, and perhaps an extended header and padding.
+        ceiling = budget + (limits.max_members + 1) * 3 * tarfile.BLOCKSIZE + tarfile.RECORDSIZE
+        self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._window = _Window(self._gzip, ceiling)
+        # Not a context manager: open_archive closes it through close() when the caller is done.
+        self._tar = tarfile.open(  # noqa: SIM115
+            fileobj=cast("IO[bytes]", self._window),  # tarfile only reads, seeks and tells
+            mode="r:",
+            encoding="utf-8",
+            errors="surrogateescape",
+        )
+
+    def headers(self) -> Iterator[Header]:
+        while True:
+            # next() reads one header; the data is skipped only when the next header is asked for,
+            # after Screen has judged the declared size.
+            with reading():
+                info = self._tar.next()
+            if info is None:
+                return
+            yield Header(info.name, _tar_kind(info), info.size, info)
+
+    def open(self, member: Member) -> IO[bytes]:
+        info: tarfile.TarInfo = member.ref
+        stream = self._tar.extractfile(info)
+        if stream is None:  # only for non-files, which Screen has refused
+            raise BundleRejected(f"{shown(member.name)} cannot be read as a file")
+        return stream
+
+    def verify_end(self) -> None:
+        # tarfile stops at the end-of-archive blocks and never reaches the gzip trailer, whose CRC
+        # is what tells a flipped bit or an upload cut short after the last member.
+        with reading():
+            while self._window.read(CHUNK):
+                pass
+
+    def close(self) -> None:
+        self._tar.close()
+        self._gzip.close()
+
+
+def _tar_kind(info: tarfile.TarInfo) -> str:
+    if info.issym():
+        return SYMLINK
+    if info.islnk():
+        return HARDLINK
+    if info.ischr() or info.isblk():
+        return DEVICE
+    if info.isfifo():
+        return FIFO
+    if info.issparse():
+        return SPARSE
+    if info.isdir():
+        return DIR
+    if info.isfile():
+        return FILE
+    return f"an unsupported tar entry (type {info.type!r})"
+
+
+_EOCD = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_CENTRAL_ENTRY_ALLOWANCE = 46 + 1024 + 512  # fixed part, a long name, generous extra fields
+_ENCRYPTED = 0x01 | 0x40  # traditional and strong encryption flag bits
+_UTF8_NAME = 0x800
+_READABLE_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
+class _Zip:
+    def __init__(self, raw: BinaryIO, size: int, limits: Limits) -> None:
+        self.compressed_size = size
+        # zipfile builds a ZipInfo for the whole central directory at once; judge its size first.
+        entries, directory_bytes = _central_directory_size(raw)
+        if entries > limits.max_members or directory_bytes > limits.max_members * _CENTRAL_ENTRY_ALLOWANCE:
+            raise too_many_members(limits)
+        self._zip = zipfile.ZipFile(raw)
+
+    def headers(self) -> Iterator[Header]:
+        for info in self._zip.infolist():
+            name = _zip_name(info)
+            if info.flag_bits & _ENCRYPTED:
+                raise BundleRejected(f"{shown(name)} is encrypted; create the archive again without a password")
+            if info.compress_type not in _READABLE_METHODS:
+                raise BundleRejected(
+                    f"{shown(name)} uses zip compression method {info.compress_type}, which Podium cannot "
+                    "read; create the archive again with standard (deflate) compression"
+                )
+            yield Header(name, _zip_kind(info), info.file_size, info)
+
+    def open(self, member: Member) -> IO[bytes]:
+        info: zipfile.ZipInfo = member.ref
+        return self._zip.open(info)
+
+    def verify_end(self) -> None:
+        pass  # each member's CRC was checked as it was read
+
+    def close(self) -> None:
+        self._zip.close()
+
+
+def _central_directory_size(raw: BinaryIO) -> tuple[int, int]:
+    """(entries, bytes) of the zip's central directory as its end records declare them."""
+    size = raw.seek(0, 2)
+    tail_start = max(0, size - _EOCD.size - 0xFFFF)  # the record, then at most a 64 KiB comment
+    raw.seek(tail_start)
+    tail = raw.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < _EOCD.size:
+        raise zipfile.BadZipFile("the zip's end-of-directory record is missing")
+    *_, entries, directory_bytes, _offset, _comment = _EOCD.unpack_from(tail, at)
+    locator = at - _ZIP64_LOCATOR.size
+    if (entries == 0xFFFF or directory_bytes == 0xFFFFFFFF) and locator >= 0:
+        signature, _, record_at, _ = _ZIP64_LOCATOR.unpack_from(tail, locator)
+        if signature == b"PK\x06\x07":
+            raw.seek(record_at)
+            record = raw.read(_ZIP64_EOCD.size)
+            if len(record) == _ZIP64_EOCD.size and record.startswith(b"PK\x06\x06"):
+                fields = _ZIP64_EOCD.unpack(record)
+                entries, directory_bytes = fields[7], fields[8]
+    raw.seek(0)
+    return entries, directory_bytes
+
+
+def _zip_name(info: zipfile.ZipInfo) -> str:
+    if info.flag_bits & _UTF8_NAME:
+        return info.orig_filename
+    # Without the flag zipfile decodes as cp437, but many tools write UTF-8 without setting it.
+    raw = info.orig_filename.encode("cp437")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
+def _zip_kind(info: zipfile.ZipInfo) -> str:
+    # The high 16 bits of external_attr hold a Unix mode when a Unix tool made the zip; zero otherwise.
+    file_type = stat.S_IFMT(info.external_attr >> 16)
+    if file_type == stat.S_IFLNK:
+        return SYMLINK
+    if file_type in (stat.S_IFCHR, stat.S_IFBLK):
+        return DEVICE
+    if file_type == stat.S_IFIFO:
+        return FIFO
+    if file_type == stat.S_IFSOCK:
+        return SOCKET
+    return DIR if info.is_dir() or file_type == stat.S_IFDIR else FILE

@@ -1,0 +1,128 @@
+"""Is the extracted bundle one submitter folder that the importer can read?
+
+The checks here refuse what would otherwise surface later as a confusing verification finding:
+a missing system description, JSON that does not parse, logs that are not UTF-8.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import re
+from pathlib import Path
+from typing import BinaryIO
+
+from ingest.bundles.limits import BundleRejected
+from ingest.engine.tree import is_submitter_folder
+
+# The same naming rule as ingest.engine.tree, which ignores any other file in a benchmark folder.
+RESULT_NAME = re.compile(r"^result_.+\.txt$")
+EXPECTED = "<organization>/systems/<system>.json and <organization>/results/<system>/<benchmark>/result_N.txt"
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+
+
+def find_submitter_folder(root: Path) -> Path:
+    """The archive root itself, or its one top-level folder, holding systems/ and results/."""
+    if is_submitter_folder(root):
+        return root
+    entries = sorted(root.iterdir())
+    folders = [p for p in entries if is_submitter_folder(p)]
+    if len(folders) > 1:
+        names = ", ".join(f"'{p.name}/'" for p in folders)
+        raise BundleRejected(
+            f"the bundle holds {len(folders)} submitter folders ({names}); upload one organization's folder per bundle"
+        )
+    if folders:
+        extras = [p for p in entries if p != folders[0]]
+        if extras:
+            names = ", ".join(f"'{p.name}'" for p in extras[:5])
+            raise BundleRejected(
+                f"{names} sit{'s' if len(extras) == 1 else ''} next to the submitter folder '{folders[0].name}/'; "
+                "a bundle holds one submitter folder, so move extras inside it or leave them out"
+            )
+        return folders[0]
+    raise BundleRejected(_why_no_submitter_folder(root, entries))
+
+
+def _why_no_submitter_folder(root: Path, entries: list[Path]) -> str:
+    for candidate in (root, *(p for p in entries if p.is_dir())):
+        has_systems, has_results = (candidate / "systems").is_dir(), (candidate / "results").is_dir()
+        if has_systems != has_results:
+            where = "the bundle" if candidate == root else f"'{candidate.name}/'"
+            present, missing = ("systems/", "results/") if has_systems else ("results/", "systems/")
+            return f"{where} has a {present} folder but no {missing} folder; a bundle needs both: {EXPECTED}"
+    nested = sorted(p.parent for p in root.glob("*/*/systems") if is_submitter_folder(p.parent))
+    if nested:
+        rel = nested[0].relative_to(root).as_posix()
+        return f"the submitter folder is nested too deep ('{rel}/'); archive the '{nested[0].name}' folder itself"
+    return (
+        f"the bundle has no systems/ and results/ folders, at its top or in one top-level folder; expected {EXPECTED}"
+    )
+
+
+def check_submitter_folder(folder: Path, root: Path) -> None:
+    """Refuses a folder whose results lack a system description, or whose files cannot be read."""
+
+    def rel(path: Path) -> str:
+        return path.relative_to(root).as_posix()
+
+    systems, results = folder / "systems", folder / "results"
+    logs: list[Path] = []
+    for system_dir in _subfolders(results):
+        description = systems / f"{system_dir.name}.json"
+        if not description.is_file():
+            raise BundleRejected(
+                f"'{rel(system_dir)}' has no matching '{rel(description)}'; add the system description and upload again"
+            )
+        for benchmark_dir in _subfolders(system_dir):
+            logs += sorted(p for p in benchmark_dir.iterdir() if p.is_file() and RESULT_NAME.match(p.name))
+    if not logs:
+        prefix = rel(folder) + "/" if folder != root else ""
+        raise BundleRejected(
+            f"the bundle has no result logs; expected {prefix}results/<system>/<benchmark>/result_N.txt"
+        )
+    for description in sorted(p for p in systems.glob("*.json") if p.is_file()):
+        check_system_json(rel(description), description.read_bytes())
+    for log in logs:
+        with log.open("rb") as stream:
+            check_log_text(rel(log), stream)
+
+
+def _subfolders(path: Path) -> list[Path]:
+    # ingest.engine.tree skips hidden folders too, so they are not checked here.
+    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def check_system_json(rel: str, data: bytes) -> None:
+    if data.startswith(codecs.BOM_UTF8):
+        raise BundleRejected(f"{rel} starts with a byte-order mark; save it as UTF-8 without BOM and upload again")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BundleRejected(f"{rel} line {line} is not valid UTF-8; save the file as UTF-8 and upload again") from None
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BundleRejected(
+            f"{rel} line {exc.lineno}, column {exc.colno}: {exc.msg} — fix the JSON and upload again"
+        ) from None
+    except RecursionError:
+        raise BundleRejected(f"{rel} is nested too deeply to read; fix the JSON and upload again") from None
+    if not isinstance(loaded, dict):
+        kind = "null" if loaded is None else _JSON_KINDS[type(loaded)]
+        raise BundleRejected(f"{rel} holds {kind} where a JSON object ({{...}}) describing the system is expected")
+
+
+def check_log_text(rel: str, stream: BinaryIO) -> None:
+    # Lines are counted as ingest.engine.logparse counts them (universal newlines), so the number
+    # matches the one a finding on this file would show.
+    lines = io.TextIOWrapper(stream, encoding="latin-1", newline=None)
+    for lineno, line in enumerate(lines, start=1):
+        try:
+            line.encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError:
+            raise BundleRejected(
+                f"{rel} line {lineno} is not valid UTF-8; save the log as UTF-8 and upload again"
+            ) from None

@@ -1,0 +1,3 @@
+from ingest.cli.main import main
+
+raise SystemExit(main())

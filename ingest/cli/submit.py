@@ -1,0 +1,324 @@
+"""`submit`: upload a bundle to a Podium server and wait for its verdict, with the standard library only.
+
+HTTP contract (server side: the submissions API):
+- `POST {server}/api/v1/submissions/`, multipart fields `round` and `bundle`, `Authorization: Token ...`:
+  201 new, 200 the same bytes were already uploaded (`{"id", "state", "url", "status_url"}`); 400 a refused
+  bundle (`{"detail"}` or `{"errors": {field: [..]}}`); 401/403 token; 429 with Retry-After; 5xx.
+- `GET {status_url}`: `{"id", "state", "queue_position", "elapsed_seconds", "results", "findings", "error"}`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from ingest.cli import archives
+from ingest.cli.common import (
+    EXIT_NONCOMPLIANT,
+    EXIT_OK,
+    EXIT_SERVER_ERROR,
+    CliError,
+    finding_lines,
+    result_line,
+    shown,
+)
+from ingest.engine.tree import is_submitter_folder
+
+SUBMISSIONS_PATH = "/api/v1/submissions/"
+FINAL_STATES = {"verified": EXIT_OK, "noncompliant": EXIT_NONCOMPLIANT, "error": EXIT_SERVER_ERROR}
+# A replaced or withdrawn submission never reaches a verdict again: waiting for one could only time out.
+ENDED_STATES = ("superseded", "withdrawn")
+POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 30.0
+SOCKET_TIMEOUT_S = 60.0
+
+
+class Clock:
+    """Time as the client sees it; tests swap `CLOCK` for one that does not really sleep."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+CLOCK = Clock()
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: Message
+    body: bytes
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            snippet = self.body[:200].decode("utf-8", "replace")
+            raise CliError(f"the server answered {self.status} with a body that is not JSON: {snippet!r}") from None
+
+    def retry_after(self) -> float | None:
+        """Seconds the server asked us to wait, from `Retry-After` (seconds or an HTTP date)."""
+        value = (self.headers.get("Retry-After") or "").strip()
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    # urllib would follow a redirect carrying the Authorization header to whatever host it names, and
+    # turn the upload into a GET without its body; the redirect is reported to the user instead.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _status_url(server: str, given: str) -> str:
+    """The status URL on the --server host, reached the way --server says.
+
+    The token is for that host only, so a URL elsewhere is refused. The scheme is --server's: behind
+    a TLS-terminating proxy the server may build http:// URLs for what the client reaches by https://.
+    """
+    base, url = urlsplit(server), urlsplit(urljoin(server + "/", given))
+    if url.netloc != base.netloc:
+        raise CliError(f"the server sent the client to {given}, outside {server}; not sending the token there")
+    return urlunsplit((base.scheme, base.netloc, url.path, url.query, ""))
+
+
+class Client:
+    """Authenticated JSON requests that retry what may pass (no connection, 5xx, 429) until `deadline`."""
+
+    def __init__(self, server: str, token: str, *, deadline: float, timeout: float, clock: Clock) -> None:
+        self.server = server
+        self.token = token
+        self.deadline = deadline
+        self.timeout = timeout
+        self.clock = clock
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    def request(self, method: str, url: str, body: bytes | None = None, content_type: str | None = None) -> Reply:
+        delay = RETRY_FIRST_S
+        while True:
+            reply, problem = self._try(method, url, body, content_type)
+            if problem is None:
+                assert reply is not None
+                return reply
+            wait = reply.retry_after() if reply is not None else None
+            wait = delay if wait is None else wait
+            if self.clock.now() + wait > self.deadline:
+                raise CliError(f"{problem}; giving up: the {self.timeout:g} s timeout passes before the next try")
+            say(f"{problem}; retrying in {wait:.1f} s")
+            self.clock.sleep(wait)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    def _try(self, method: str, url: str, body: bytes | None, content_type: str | None) -> tuple[Reply | None,
+                                                                                                    str | None]:
+        headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)
+        socket_timeout = max(1.0, min(SOCKET_TIMEOUT_S, self.deadline - self.clock.now()))
+        try:
+            with self._opener.open(request, timeout=socket_timeout) as response:
+                reply = Reply(response.status, response.headers, response.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                reply = Reply(exc.code, exc.headers, exc.read())
+        except (OSError, http.client.HTTPException) as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if isinstance(reason, ssl.SSLError):
+                # A certificate that fails now fails on every retry.
+                raise CliError(f"TLS error talking to {self.server}: {reason}") from None
+            return None, f"cannot reach {self.server} ({reason})"
+        if reply.status == 429:
+            return reply, "the server is rate limiting (429)"
+        if reply.status >= 500:
+            return reply, f"server trouble ({reply.status})"
+        return reply, None
+
+
+def encode_multipart(fields: dict[str, str], file_field: str, filename: str, file_type: str,
+                     data: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body (RFC 7578) and its Content-Type header."""
+    boundary = f"podium-{uuid.uuid4().hex}"
+    while boundary.encode() in data:  # practically never; cheap to be sure
+        boundary = f"podium-{uuid.uuid4().hex}"
+    # Escaped as browsers do (HTML's multipart/form-data encoding), which Django's parser expects.
+    safe_name = filename.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        for name, value in fields.items()
+    ]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{safe_name}"\r\n'
+                 f"Content-Type: {file_type}\r\n\r\n".encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def _payload(path: Path) -> tuple[str, str, bytes]:
+    """(filename, content type, bytes) of what to upload: a folder packed, an archive as it is."""
+    if path.is_dir():
+        if not is_submitter_folder(path):
+            raise CliError(f"{path} is not a submitter folder (with systems/ and results/); submit one "
+                           "organization's folder at a time")
+        return archives.PACKED_NAME, "application/gzip", archives.pack_folder(path)
+    if path.is_file():
+        kind = archives.content_type(path)
+        if kind is None:
+            raise CliError(f"{path} is neither a folder nor a .tar.gz, .tgz or .zip archive")
+        return path.name, kind, path.read_bytes()
+    raise CliError(f"{path} does not exist")
+
+
+def _refusal(reply: Reply) -> str:
+    try:
+        document = json.loads(reply.body)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and document.get("detail"):
+        return str(document["detail"])
+    if isinstance(document, dict) and document:
+        # {"errors": {field: [..]}} per the contract, or DRF's own validation answer {field: [..]}.
+        fields = document["errors"] if isinstance(document.get("errors"), dict) else document
+        return "; ".join(f"{field}: {' '.join(map(str, msgs if isinstance(msgs, list) else [msgs]))}"
+                         for field, msgs in fields.items())
+    return reply.body[:200].decode("utf-8", "replace").strip() or http.client.responses.get(reply.status, "")
+
+
+def _accepted(reply: Reply) -> dict[str, Any]:
+    if reply.status in (200, 201):
+        document = reply.json()
+        if not isinstance(document, dict) or not {"id", "state", "status_url"} <= document.keys():
+            raise CliError(f"the server's answer lacks id, state or status_url: {document!r}")
+        return document
+    if 300 <= reply.status < 400:
+        raise CliError(f"the server redirects ({reply.status}) to {reply.headers.get('Location')}: "
+                       "pass that address as --server")
+    if reply.status == 400:
+        raise CliError(f"the server refused the bundle: {_refusal(reply)}")
+    if reply.status == 401:
+        raise CliError(f"the server does not accept this token (401): {_refusal(reply)}")
+    if reply.status == 403:
+        raise CliError(f"this token may not submit here (403): {_refusal(reply)}")
+    raise CliError(f"the server answered {reply.status}: {_refusal(reply)}")
+
+
+def _status(client: Client, url: str) -> dict[str, Any]:
+    reply = client.request("GET", url)
+    if reply.status != 200:
+        raise CliError(f"asking for the submission's status, the server answered {reply.status}: {_refusal(reply)}")
+    document = reply.json()
+    if not isinstance(document, dict) or "state" not in document:
+        raise CliError(f"the status answer has no state: {document!r}")
+    return document
+
+
+def _wait(client: Client, url: str, on_change: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bool]:
+    """Poll until the state is final; returns the last status and whether the timeout ran out first."""
+    interval = POLL_FIRST_S
+    seen: tuple[Any, Any] | None = None
+    while True:
+        status = _status(client, url)
+        if (status["state"], status.get("queue_position")) != seen:
+            seen = (status["state"], status.get("queue_position"))
+            on_change(status)
+        if status["state"] in FINAL_STATES or status["state"] in ENDED_STATES:
+            return status, False
+        if client.clock.now() + interval > client.deadline:
+            return status, True
+        client.clock.sleep(interval)
+        interval = min(interval * 2, POLL_MAX_S)
+
+
+def _server_base(server: str) -> str:
+    parts = urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CliError(f"--server {server!r} is not an http:// or https:// address")
+    return server.rstrip("/")
+
+
+def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, wait: bool, timeout: float,
+               as_json: bool) -> int:
+    base = _server_base(server)
+    token = token or os.environ.get("PODIUM_TOKEN", "")
+    if not token:
+        raise CliError("no API token: set PODIUM_TOKEN (or pass --token)")
+    if not round_slug.strip() or "\r" in round_slug or "\n" in round_slug:
+        raise CliError(f"--round {round_slug!r} is not a round slug")
+    filename, file_type, data = _payload(path)
+    clock = CLOCK
+    client = Client(base, token, deadline=clock.now() + timeout, timeout=timeout, clock=clock)
+    body, body_type = encode_multipart({"round": round_slug}, "bundle", filename, file_type, data)
+
+    say(f"uploading {filename} ({len(data):,} bytes) to {base} for round {round_slug}")
+    # Retrying the POST is safe: for bytes it already has, the server answers 200 with that submission.
+    reply = client.request("POST", base + SUBMISSIONS_PATH, body, body_type)
+    accepted = _accepted(reply)
+    line = (f"submission {accepted['id']}: " + ("already uploaded, " if reply.status == 200 else "")
+            + str(accepted["state"]) + (f" — {accepted['url']}" if accepted.get("url") else ""))
+    if not wait:
+        print(json.dumps(accepted, indent=2) if as_json else line)
+        return EXIT_OK
+    say(line)
+
+    def show(status: dict[str, Any]) -> None:
+        position = status.get("queue_position")
+        say(f"submission {accepted['id']}: {status['state']}"
+            + (f", position {position} in the queue" if position is not None else ""))
+
+    status_url = _status_url(base, str(accepted["status_url"]))
+    status, timed_out = _wait(client, status_url, show)
+    document = {**accepted, **status, "timed_out": timed_out}
+    if as_json:
+        print(json.dumps(document, indent=2))
+    elif not timed_out:
+        _print_report(document)
+    if timed_out:
+        raise CliError(f"gave up waiting after {timeout:g} s: submission {accepted['id']} is still "
+                       f"{status['state']}; follow it at {accepted.get('url') or status_url}")
+    if status["state"] in ENDED_STATES:
+        raise CliError(f"submission {accepted['id']} is {status['state']}: it no longer gets a verdict")
+    if status["state"] == "error":
+        say(f"the server could not verify the bundle: {status.get('error') or 'no detail given'}. This is a "
+            "platform fault, not a verdict on your results; try again later or tell the operators")
+    return FINAL_STATES[status["state"]]
+
+
+def _print_report(document: dict[str, Any]) -> None:
+    where = f" — {document['url']}" if document.get("url") else ""
+    print(f"submission {document['id']}: {document['state']}{where}")
+    for result in document.get("results") or []:
+        print(result_line(result))
+    findings = shown(document.get("findings") or [])
+    if findings:
+        print(f"{len(findings)} error/warning finding(s):")
+        for finding in findings:
+            print("\n".join(finding_lines(finding)))
+

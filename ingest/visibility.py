@@ -1,0 +1,57 @@
+"""The one embargo rule, used by every page, API endpoint, export, chart and file download.
+
+A result (and its system, submission, runs, findings and files) is visible:
+- to everyone once its round is published;
+- before that, to members of its own organization;
+- during the round's review (deadline passed, not yet published), also to members of the round's
+  other submitting organizations and to the round's chairs;
+- to site staff always.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q
+from django.utils import timezone
+
+from leaderboard.models import Round
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def member_organization_ids(user: User) -> set[int]:
+    if not user.is_authenticated:
+        return set()
+    return set(user.memberships.values_list("organization_id", flat=True))  # type: ignore[union-attr]
+
+
+def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None = None) -> Q:
+    """Filter for any model with `round` and `organization` (or reached through `prefix`)."""
+    now = now or timezone.now()
+    published = Q(**{f"{prefix}round__publication_date__lte": now})
+    if not user.is_authenticated:
+        return published
+    if user.is_staff:  # type: ignore[union-attr]
+        return Q()
+    orgs = member_organization_ids(user)
+    in_review = Round.objects.in_review(now)
+    review_rounds = set(
+        in_review.filter(submissions__organization__in=orgs).values_list("id", flat=True)
+    ) | set(in_review.filter(chairs=user).values_list("id", flat=True))
+    return (
+        published
+        | Q(**{f"{prefix}organization__in": orgs})
+        | Q(**{f"{prefix}round__in": review_rounds})
+    )
+
+
+def round_visible_q(user: User, *, now: timezone.datetime | None = None) -> Q:
+    """Rounds whose page a visitor may open: published, or holding something visible to them."""
+    now = now or timezone.now()
+    if user.is_authenticated and user.is_staff:  # type: ignore[union-attr]
+        return Q()
+    published = Q(publication_date__lte=now)
+    if not user.is_authenticated:
+        return published
+    orgs = member_organization_ids(user)
+    return published | Q(submissions__organization__in=orgs) | Q(chairs=user)
