@@ -15,6 +15,10 @@ class InvitationAdmin(admin.ModelAdmin):
     list_display = ["email", "organization", "role", "created_at", "expires_at", "accepted_at"]
     exclude = ["token_hash"]
 
+    def has_add_permission(self, request, obj=None) -> bool:
+        # An invitation needs its token mailed; only the members page (accounts.services) can do that.
+        return False
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):

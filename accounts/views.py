@@ -14,6 +14,9 @@ from accounts import services
 from accounts.access import access_organization, organizations_of
 from accounts.forms import ApiTokenForm, InvitationForm, SignUpForm
 from accounts.models import ApiToken, Membership
+from config import ratelimit
+
+TOKENS_PER_HOUR = 30
 
 
 def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
@@ -36,7 +39,8 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
             user = None
         if user is not None:
             messages.success(request, f"You joined {invitation.organization.name} as {invitation.role}.")
-            return redirect("ingest:upload")
+            may_upload = invitation.role in (Membership.SUBMITTER, Membership.ADMIN)
+            return redirect("ingest:upload" if may_upload else "leaderboard:home")
     return render(request, "accounts/invitation_accept.html", {"invitation": invitation, "form": form})
 
 
@@ -65,7 +69,10 @@ def organization_members(request: HttpRequest, slug: str) -> HttpResponse:
 def tokens(request: HttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST or None)
     issued = None
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and not ratelimit.allow(f"tokens:{request.user.pk}", limit=TOKENS_PER_HOUR,
+                                                        period_seconds=3600):
+        form.add_error(None, f"At most {TOKENS_PER_HOUR} new tokens an hour; try again later.")
+    elif request.method == "POST" and form.is_valid():
         issued = services.api_token_issue(user=request.user, name=form.cleaned_data["name"],
                                           scope=form.cleaned_data["scope"], days=form.cleaned_data["days"])
         form = ApiTokenForm()

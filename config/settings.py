@@ -7,6 +7,7 @@ to PostgreSQL and CELERY_BROKER_URL to Redis.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -86,8 +87,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Imports write one item per transaction while pages read; WAL keeps readers from blocking.
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # Take the write lock when a transaction starts: a deferred transaction that later
+            # upgrades fails at once with "database is locked" when another process writes.
+            "transaction_mode": "IMMEDIATE",
+        }
     )
+    # A file, not memory, so that a real worker process in the integration tests sees the test data;
+    # one per process, so that test runs side by side do not share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-podium-{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -160,6 +170,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "podium")
+# mlperf-logging talks through the root logger; Podium captures that itself (ingest/engine/tool.py).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = TIME_ZONE
 # With a Redis broker an unacknowledged task is redelivered after this; keep it well above the time
 # limit so a long verification is never started twice by the broker itself.
@@ -216,6 +229,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "podium": {"handlers": ["console"], "level": env_str("PODIUM_LOG_LEVEL", "INFO")},
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        "celery": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # mlperf-logging reports through the root logger; the engine captures those records
         # itself, so they must not also spill onto the console.
         "": {"handlers": [], "level": "WARNING"},

@@ -33,7 +33,8 @@ def save_upload(upload: UploadedFile, directory: Path) -> Path:
 
 
 class UploadInput(serializers.Serializer):
-    round = serializers.SlugField(help_text="Slug of an open round, e.g. training-v6.1")
+    round = serializers.RegexField(r"^[a-z0-9][a-z0-9.-]*$", max_length=64,
+                                   help_text="Slug of an open round, e.g. training-v6.1")
     organization = serializers.SlugField(required=False,
                                          help_text="Needed only if you may submit for several organizations")
     bundle = serializers.FileField(required=False, help_text=".tar.gz/.tgz/.zip of one submitter folder")

@@ -81,7 +81,8 @@ def submission_list(request: HttpRequest) -> HttpResponse:
         .filter(organization__in=organizations_of(request.user))
         .select_related("round", "organization", "uploaded_by")[:200]
     )
-    return render(request, "ingest/submissions.html", {"submissions": submissions})
+    return render(request, "ingest/submissions.html",
+                  {"submissions": submissions, "organizations": organizations_of(request.user)})
 
 
 def _visible_submission(request: HttpRequest, pk: int) -> Submission:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from leaderboard.models import Round
 
 User = AbstractBaseUser | AnonymousUser
+SUBMITTED_STATES = ("verified", "noncompliant", "superseded")
 
 
 def member_organization_ids(user: User) -> set[int]:
@@ -35,9 +36,12 @@ def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None 
         return Q()
     orgs = member_organization_ids(user)
     in_review = Round.objects.in_review(now)
-    review_rounds = set(
-        in_review.filter(submissions__organization__in=orgs).values_list("id", flat=True)
-    ) | set(in_review.filter(chairs=user).values_list("id", flat=True))
+    # "Submitting" means a submission that got through verification, not any upload attempt: an
+    # organization whose only upload was refused by the checks does not get to review the others.
+    submitted = in_review.filter(submissions__organization__in=orgs, submissions__state__in=SUBMITTED_STATES)
+    review_rounds = set(submitted.values_list("id", flat=True)) | set(
+        in_review.filter(chairs=user).values_list("id", flat=True)
+    )
     return (
         published
         | Q(**{f"{prefix}organization__in": orgs})

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.worker"]
 
 
 def services_required() -> bool:
@@ -42,6 +43,15 @@ def corpus_dir() -> Path:
     if not (path / "EXPECTED.csv").is_file():
         pytest.fail(f"PODIUM_CORPUS={path} has no EXPECTED.csv: point it at the shared/mlperf folder")
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_tree(tmp_path_factory: pytest.TempPathFactory):  # -> tuple[Path, DemoManifest]
+    """Generated, checker-clean MLPerf bundles (plus a few broken on purpose), written once."""
+    from ingest.demo import write_demo_tree
+
+    root = tmp_path_factory.mktemp("demo")
+    return root, write_demo_tree(root)
 
 
 @pytest.fixture(autouse=True)

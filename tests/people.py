@@ -57,7 +57,7 @@ def make_people() -> People:
     return people
 
 
-def open_round(slug: str = "open-4-0", ruleset: str = "4.0.0") -> Round:
+def open_round(slug: str = "open-v4.0", ruleset: str = "4.0.0") -> Round:
     now = timezone.now()
     return round_create(slug=slug, name=f"Open round {slug}", ruleset=ruleset,
                         submission_deadline=now + datetime.timedelta(days=7),

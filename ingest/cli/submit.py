@@ -291,7 +291,7 @@ def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, w
     def show(status: dict[str, Any]) -> None:
         position = status.get("queue_position")
         say(f"submission {accepted['id']}: {status['state']}"
-            + (f", position {position} in the queue" if position is not None else ""))
+            + (f", position {position} in the queue" if position else ""))
 
     status_url = _status_url(base, str(accepted["status_url"]))
     status, timed_out = _wait(client, status_url, show)

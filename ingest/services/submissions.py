@@ -60,9 +60,14 @@ def _suffix(path: Path) -> str:
 
 
 def enqueue(submission_id: int) -> None:
+    """Hand a submission to the workers. If the broker is down the upload still stands: the row is
+    committed with its queued_at, and the sweeper dispatches it again once the broker is back."""
     from ingest.tasks import verify_submission
 
-    verify_submission.delay(submission_id)
+    try:
+        verify_submission.delay(submission_id)
+    except Exception:  # kombu/redis errors vary by transport; none of them may fail the upload
+        log.exception("could not enqueue submission %s; the sweeper will retry", submission_id)
 
 
 @dataclass(frozen=True)

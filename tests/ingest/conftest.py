@@ -6,15 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from ingest.demo import DemoManifest, write_demo_tree
-
-
-@pytest.fixture(scope="session")
-def demo_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoManifest]:
-    """Generated, checker-clean MLPerf bundles (plus a few broken on purpose), written once."""
-    root = tmp_path_factory.mktemp("demo")
-    return root, write_demo_tree(root)
-
 
 @pytest.fixture
 def make_tree(demo_tree, tmp_path: Path) -> Callable[..., Path]:

@@ -59,7 +59,7 @@ def api(user=None, scope: str = "submit") -> APIClient:
     return client
 
 
-def upload(client: APIClient, data: bytes, round_slug: str = "open-4-0", name: str = "bundle.tar.gz", **extra):
+def upload(client: APIClient, data: bytes, round_slug: str = "open-v4.0", name: str = "bundle.tar.gz", **extra):
     return client.post("/api/v1/submissions/", {"round": round_slug, "bundle": _file(data, name), **extra},
                        format="multipart")
 
@@ -129,7 +129,7 @@ def test_loose_files_are_packed_into_a_bundle(people, round_open, demo_tree,
     files = [_file(p.read_bytes(), p.name) for p in results]
     with django_capture_on_commit_callbacks(execute=True):
         response = api(people.alice).post("/api/v1/submissions/", {
-            "round": "open-4-0",
+            "round": "open-v4.0",
             "system": _file((org / "systems/tc2-accel-8x2.json").read_bytes(), "tc2-accel-8x2.json"),
             "results": files,
         }, format="multipart")
@@ -178,7 +178,7 @@ def test_refused_uploads_say_why_and_store_nothing(case, status, fragment, peopl
         data = {"round": "nope"}
     elif case == "both_kinds":
         data = {"system": _file(b"{}", "s.json")}
-    payload = {"round": "open-4-0", "bundle": _file(acme_bundle, "b.tar.gz"), **data}
+    payload = {"round": "open-v4.0", "bundle": _file(acme_bundle, "b.tar.gz"), **data}
     response = client.post("/api/v1/submissions/", payload, format="multipart")
     assert response.status_code == status, response.content
     assert fragment in response.content.decode()
@@ -335,12 +335,12 @@ def test_web_upload_page_needs_login_and_csrf(people, round_open, acme_bundle) -
     assert anonymous.get("/submit/").status_code == 302
     client = Client(enforce_csrf_checks=True)
     client.login(username="alice", password=PASSWORD)
-    refused = client.post("/submit/", {"round": "open-4-0", "organization": "acme",
+    refused = client.post("/submit/", {"round": "open-v4.0", "organization": "acme",
                                        "bundle": _file(acme_bundle, "b.tar.gz")})
     assert refused.status_code == 403  # no CSRF token
     page = client.get("/submit/")
     token = page.cookies["csrftoken"].value
-    response = client.post("/submit/", {"round": "open-4-0", "organization": "acme",
+    response = client.post("/submit/", {"round": "open-v4.0", "organization": "acme",
                                         "bundle": _file(acme_bundle, "b.tar.gz"), "csrfmiddlewaretoken": token})
     assert response.status_code == 302
     submission = Submission.objects.get()
@@ -350,7 +350,7 @@ def test_web_upload_page_needs_login_and_csrf(people, round_open, acme_bundle) -
 def test_web_upload_refusal_is_shown_on_the_page(people, round_open) -> None:
     client = Client()
     client.login(username="alice", password=PASSWORD)
-    response = client.post("/submit/", {"round": "open-4-0", "organization": "acme",
+    response = client.post("/submit/", {"round": "open-v4.0", "organization": "acme",
                                         "bundle": _file(b"garbage" * 10, "b.zip")})
     assert response.status_code == 400
     assert "not a .tar.gz or .zip" in response.content.decode()

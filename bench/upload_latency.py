@@ -1,0 +1,216 @@
+"""Upload-to-verdict latency and concurrent throughput, with a real HTTP server and a real worker.
+
+Starts gunicorn and a Celery worker (prefork, one process per core) on a fresh database and the real
+Redis broker, then:
+1. uploads a 10-log bundle N times one after the other and measures, for each, the time from the
+   start of the upload to the moment the status API reports a final state (polled every 50 ms);
+2. uploads 20 different 10-log bundles at once (20 client threads) and measures the wall time until
+   all are final; none may be lost (20 submissions, 20 verified).
+Prints the median and p95 latency and the throughput. Target: median under 3 s on 2 cores.
+
+    .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
+    (needs Redis: CELERY_BROKER_URL, default redis://127.0.0.1:6379/0)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ingest.cli.submit import encode_multipart  # noqa: E402
+from ingest.demo import write_demo_tree  # noqa: E402
+
+SETUP = """
+import datetime
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from accounts.models import Membership
+from accounts.services import api_token_issue, membership_add
+from ingest.models import Organization
+from leaderboard.services import round_create
+user = get_user_model().objects.create_user("bench", password="bench-password-123")
+org = Organization.objects.create(name="Bench Org", slug="bench-org")
+membership_add(user=user, organization=org, role=Membership.SUBMITTER)
+now = timezone.now()
+round_create(slug="bench-v4.0", name="Bench round", ruleset="4.0.0",
+             submission_deadline=now + datetime.timedelta(days=1), publication_date=now + datetime.timedelta(days=9))
+print(api_token_issue(user=user, name="bench", scope="submit", days=1).secret)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bundles(count: int, workdir: Path) -> list[bytes]:
+    """`count` distinct .tar.gz bundles of one 10-run item (bert), differing only in a README."""
+    manifest = write_demo_tree(workdir / "demo")
+    source = workdir / "demo" / manifest.round("demo-2024a").folder / "Larkspur_Compute"
+    folder = workdir / "bundle" / "Larkspur_Compute"
+    (folder / "systems").mkdir(parents=True)
+    shutil.copyfile(source / "systems/atlas_lx4_n1.json", folder / "systems/atlas_lx4_n1.json")
+    shutil.copytree(source / "results/atlas_lx4_n1/bert", folder / "results/atlas_lx4_n1/bert")
+    assert len(list((folder / "results/atlas_lx4_n1/bert").glob("result_*.txt"))) == 10
+    made = []
+    for i in range(count):
+        (folder / "README.md").write_text(f"bench bundle {i} {uuid.uuid4()}\n")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+            archive.add(folder, arcname=folder.name)
+        made.append(buffer.getvalue())
+    return made
+
+
+class Api:
+    def __init__(self, base: str, token: str) -> None:
+        self.base = base
+        self.headers = {"Authorization": f"Token {token}", "Accept": "application/json"}
+
+    def upload(self, data: bytes) -> dict:
+        body, content_type = encode_multipart({"round": "bench-v4.0"}, "bundle", "bundle.tar.gz",
+                                              "application/gzip", data)
+        request = urllib.request.Request(f"{self.base}/api/v1/submissions/", data=body, method="POST",
+                                         headers={**self.headers, "Content-Type": content_type})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
+
+    def status(self, submission_id: int) -> dict:
+        request = urllib.request.Request(f"{self.base}/api/v1/submissions/{submission_id}/", headers=self.headers)
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
+
+    def until_final(self, submission_id: int, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status(submission_id)
+            # Every bundle here is a new version of the same item, so a finished one may already have been
+            # superseded by a later one by the time it is polled.
+            if status["state"] in ("verified", "noncompliant", "error", "superseded"):
+                return status
+            time.sleep(0.05)
+        raise TimeoutError(f"submission {submission_id} not final after {timeout} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sequential", type=int, default=10)
+    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--database-url", default=None, help="a database to use (it is flushed!)")
+    parser.add_argument("--worker-concurrency", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    broker = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    with tempfile.TemporaryDirectory(prefix="podium-bench-upload-") as tmp_name:
+        tmp = Path(tmp_name)
+        port = free_port()
+        env = {
+            **os.environ,
+            "PODIUM_VAR_DIR": str(tmp / "var"),
+            "DATABASE_URL": args.database_url or f"sqlite:///{tmp}/bench.sqlite3",
+            "CELERY_BROKER_URL": broker,
+            "CELERY_TASK_DEFAULT_QUEUE": f"podium-bench-{uuid.uuid4().hex[:8]}",
+            "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
+            "PODIUM_THROTTLE_UPLOADS": "100000/hour",
+            "PODIUM_THROTTLE_USER": "100000/minute",
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        if args.database_url:
+            subprocess.run([*manage, "flush", "--noinput"], env=env, check=True, cwd=ROOT)
+        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
+        token = subprocess.run([*manage, "shell", "-c", SETUP], env=env, check=True, cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        made = bundles(args.sequential + args.concurrent, tmp)
+        logs = tmp / "logs"
+        logs.mkdir()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             "--workers", "2", "--threads", "4", "--timeout", "120"],
+            env=env, cwd=ROOT, stdout=(logs / "web.log").open("wb"), stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork",
+             f"--concurrency={args.worker_concurrency}", "--without-gossip", "--without-mingle",
+             "--loglevel=WARNING"],
+            env=env, cwd=ROOT, stdout=(logs / "worker.log").open("wb"), stderr=subprocess.STDOUT)
+        try:
+            api = Api(f"http://127.0.0.1:{port}", token)
+            for _ in range(200):
+                try:
+                    urllib.request.urlopen(f"{api.base}/healthz", timeout=2)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            time.sleep(3)  # let the worker finish starting (it imports the checkers)
+            latencies = []
+            for data in made[: args.sequential]:
+                start = time.perf_counter()
+                accepted = api.upload(data)
+                status = api.until_final(accepted["id"])
+                latencies.append(time.perf_counter() - start)
+                assert status["state"] == "verified", status
+            results: dict[int, dict] = {}
+            errors: list[str] = []
+
+            def one(data: bytes) -> None:
+                accepted: dict = {}
+                try:
+                    accepted = api.upload(data)
+                    results[accepted["id"]] = api.until_final(accepted["id"])
+                except Exception as exc:  # a lost upload must show in the numbers, not crash the bench
+                    errors.append(repr(exc) + (f" last status: {api.status(accepted['id'])}" if accepted else ""))
+
+            threads = [threading.Thread(target=one, args=(data,)) for data in made[args.sequential:]]
+            start = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            wall = time.perf_counter() - start
+        finally:
+            for process in (server, worker):
+                process.terminate()
+            for process in (server, worker):
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        if errors:  # show why, before the temporary folder with the logs goes away
+            for name in ("web.log", "worker.log"):
+                lines = [line for line in (logs / name).read_text(errors="replace").splitlines()
+                         if "staticfiles" not in line and "mw_instance" not in line]
+                print(f"{name} (tail):\n" + "\n".join(lines[-40:]), file=sys.stderr)
+        verified = sum(1 for s in results.values() if s["state"] in ("verified", "superseded")
+                       and all(r["verdict"] == "verified" for r in s["results"]))
+        ordered = sorted(latencies)
+        p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
+        print(f"machine: {os.cpu_count()} cpus; database: {env['DATABASE_URL'].split(':')[0]}; "
+              f"worker: prefork x{args.worker_concurrency}; bundle: 1 item, 10 logs")
+        print(f"sequential uploads: {len(latencies)}; upload-to-verdict median {statistics.median(latencies):.2f} s, "
+              f"p95 {p95:.2f} s, min {ordered[0]:.2f} s, max {ordered[-1]:.2f} s  (target: median < 3 s)")
+        print(f"concurrent uploads: {len(threads)} at once; all final after {wall:.2f} s; "
+              f"throughput {len(threads) / wall:.2f} bundles/s ({10 * len(threads) / wall:.1f} logs/s); "
+              f"verified {verified}/{len(threads)}; lost {len(threads) - len(results)}; errors {len(errors)}")
+        for error in errors[:5]:
+            print(f"  error: {error}")
+
+
+if __name__ == "__main__":
+    main()
