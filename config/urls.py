@@ -5,13 +5,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from accounts.urls import auth_urlpatterns
 from config.health import healthz
 from ingest.urls import api_urlpatterns as ingest_api
+from leaderboard.api_urls import urlpatterns as leaderboard_api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include(auth_urlpatterns)),
     path("accounts/", include("accounts.urls")),
-    path("api/v1/", include((ingest_api, "api"), namespace="api")),
+    path("api/v1/", include(([*ingest_api, *leaderboard_api], "api"), namespace="api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
     path("", include("ingest.urls")),

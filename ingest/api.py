@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.files.uploadedfile import UploadedFile
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -87,6 +87,59 @@ def upload_from_request(user: Any, data: dict[str, Any]) -> UploadOutcome:
     )
 
 
+class UploadOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.CharField()
+    url = serializers.URLField(help_text="The submission's web page")
+    status_url = serializers.URLField(help_text="Poll this for the verdict")
+    created = serializers.BooleanField(help_text="False when these exact bytes were uploaded before")
+
+
+class SubmissionSummaryOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    round = serializers.CharField()
+    organization = serializers.CharField()
+    state = serializers.CharField()
+    label = serializers.CharField()
+    sha256 = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    url = serializers.URLField()
+
+
+class SubmissionResultOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    system = serializers.CharField()
+    benchmark = serializers.CharField()
+    division = serializers.CharField(allow_null=True)
+    verdict = serializers.CharField()
+    score = serializers.FloatField(allow_null=True)
+    raw_score = serializers.FloatField(allow_null=True)
+    scaling_factor = serializers.FloatField(allow_null=True)
+    runs = serializers.IntegerField()
+    runs_compliant = serializers.IntegerField()
+    is_current = serializers.BooleanField()
+    url = serializers.URLField()
+
+
+class SubmissionFindingOutput(serializers.Serializer):
+    severity = serializers.CharField()
+    check = serializers.CharField()
+    rule = serializers.CharField()
+    file = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+    excerpt = serializers.CharField()
+
+
+class SubmissionStatusOutput(SubmissionSummaryOutput):
+    queue_position = serializers.IntegerField(allow_null=True, help_text="1 = next; 0 = being verified")
+    elapsed_seconds = serializers.FloatField()
+    attempts = serializers.IntegerField()
+    results = SubmissionResultOutput(many=True)
+    findings = SubmissionFindingOutput(many=True)
+    error = serializers.CharField(allow_null=True, help_text="Set only for a platform fault, never the bundle's")
+
+
 class SubmissionListCreateApi(APIView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
     throttle_scope = "uploads"
@@ -94,11 +147,8 @@ class SubmissionListCreateApi(APIView):
     def get_throttles(self):  # only uploads are rate limited this tightly
         return super().get_throttles() if self.request.method == "POST" else []
 
-    @extend_schema(request={"multipart/form-data": UploadInput},
-                   responses={201: inline_serializer("UploadOutput", {"id": serializers.IntegerField(),
-                                                                        "state": serializers.CharField(),
-                                                                        "url": serializers.URLField(),
-                                                                        "status_url": serializers.URLField()})})
+    @extend_schema(operation_id="submissions_upload", request={"multipart/form-data": UploadInput},
+                   responses={201: UploadOutput, 200: UploadOutput})
     def post(self, request: Request) -> Response:
         serializer = UploadInput(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -116,6 +166,7 @@ class SubmissionListCreateApi(APIView):
         }
         return Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
 
+    @extend_schema(operation_id="submissions_list", responses={200: SubmissionSummaryOutput(many=True)})
     def get(self, request: Request) -> Response:
         submissions = selectors.submissions_visible_to(request.user).select_related("round", "organization")[:200]
         return Response([selectors.submission_summary(s, request) for s in submissions])
@@ -124,6 +175,7 @@ class SubmissionListCreateApi(APIView):
 class SubmissionDetailApi(APIView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
 
+    @extend_schema(operation_id="submissions_status", responses={200: SubmissionStatusOutput})
     def get(self, request: Request, pk: int) -> Response:
         submission = get_object_or_404(selectors.submissions_visible_to(request.user), pk=pk)
         return Response(selectors.submission_status(submission, request))

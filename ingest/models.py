@@ -181,6 +181,27 @@ class Result(models.Model):
     energy_j = models.FloatField(null=True, blank=True)
     verdict = models.CharField(max_length=16, choices=VERDICTS)
     tool_version = models.CharField(max_length=40)
+    # Facts copied from the system description and figures derived at write time, so that tables,
+    # exports, charts and the API read one row per result and never parse logs or JSON per request.
+    # Results and system descriptions are immutable versions, so the copies never go stale.
+    submitter = models.CharField(max_length=120, blank=True)
+    system_name = models.CharField(max_length=200, blank=True)
+    accelerator_model = models.CharField(max_length=200, blank=True)
+    framework = models.CharField(max_length=300, blank=True)
+    category = models.CharField(max_length=12, choices=System.CATEGORIES, blank=True)
+    system_type = models.CharField(max_length=12, choices=System.SYSTEM_TYPES, blank=True)
+    accelerator_count = models.PositiveIntegerField(null=True, blank=True)
+    host_count = models.PositiveIntegerField(null=True, blank=True)
+    host_processor_count = models.PositiveIntegerField(null=True, blank=True)
+    host_memory_gb = models.FloatField(null=True, blank=True)
+    price_per_hour = models.FloatField(null=True, blank=True, help_text="USD, if the system gives it")
+    accelerator_minutes = models.FloatField(null=True, blank=True)
+    host_minutes = models.FloatField(null=True, blank=True)
+    cloud_scale = models.FloatField(null=True, blank=True)
+    cloud_scale_minutes = models.FloatField(null=True, blank=True)
+    energy_kwh = models.FloatField(null=True, blank=True)
+    cost_to_train = models.FloatField(null=True, blank=True)
+    runs_cv = models.FloatField(null=True, blank=True, help_text="Coefficient of variation of the counted runs")
     # A new version of the same (system, benchmark) clears is_current on the old one before it is
     # inserted, so the partial unique constraint below never sees two current rows.
     is_current = models.BooleanField(default=True)
@@ -199,19 +220,17 @@ class Result(models.Model):
                 name="one_current_result_per_item",
             )
         ]
-        indexes = [models.Index(fields=["round", "benchmark_key", "score"])]
+        indexes = [
+            models.Index(fields=["round", "benchmark_key", "score"]),
+            models.Index(fields=["is_current", "round"]),
+            models.Index(fields=["benchmark_key", "accelerator_count"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.system_slug} / {self.benchmark_key} ({self.round.slug})"
 
     def get_absolute_url(self) -> str:
         return reverse("leaderboard:result", args=[self.pk])
-
-    @property
-    def accelerator_minutes(self) -> float | None:
-        if self.score is None or not self.system.accelerator_count:
-            return None
-        return self.score * self.system.accelerator_count
 
 
 class Run(models.Model):

@@ -2,5 +2,10 @@ from django.apps import AppConfig
 
 
 class LeaderboardConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'leaderboard'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "leaderboard"
+
+    def ready(self) -> None:
+        from leaderboard import signals
+
+        signals.connect()

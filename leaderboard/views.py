@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+import csv
+import io
 
-from leaderboard import selectors
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+
+from leaderboard import cache, selectors
+from leaderboard.metrics import METRICS
+from leaderboard.table import (
+    CATEGORIES,
+    DIVISIONS,
+    EXPORT_FIELDS,
+    SYSTEM_TYPES,
+    TableView,
+    build_choices,
+    build_table,
+    export_rows,
+)
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -14,17 +30,44 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     round_ = get_object_or_404(selectors.visible_rounds(request.user), slug=slug)
-    filters = selectors.clean_filters(request.GET.dict())
-    table = selectors.round_table(round_, filters, request.user)
-    facets = [
-        (name, label, [(value, text) for value, text in choices.items()])
-        for name, label, choices in [
-            ("division", "Division", selectors.FACETS["division"]),
-            ("category", "Category", selectors.FACETS["category"]),
-            ("system_type", "System type", selectors.FACETS["system_type"]),
-        ]
-    ]
-    return render(request, "leaderboard/round.html", {"table": table, "facets": facets})
+    view = TableView.from_query(request.GET)
+
+    def render_page() -> str:
+        table = build_table(round_, view, request.user)
+        table_html = render_to_string("leaderboard/_round_table.html", {"table": table, "request": request})
+        return render_to_string("leaderboard/round.html", {
+            "round": round_, "view": view, "table_html": table_html, "metrics": METRICS,
+            "facets": [("division", "Division", DIVISIONS), ("category", "Category", CATEGORIES),
+                       ("system_type", "System type", SYSTEM_TYPES)],
+            "choices": build_choices(round_, request.user),
+        }, request=request)
+
+    # A visitor who is signed in may see embargoed results of their own (never shared), and a page
+    # carrying a one-time message is personal: only the plain anonymous page is kept.
+    if request.user.is_authenticated or len(messages.get_messages(request)):
+        return HttpResponse(render_page())
+    return HttpResponse(cache.cached_public("round-page", (slug, request.GET.urlencode()), render_page))
+
+
+def round_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The current view (or, without a query, the whole round) as CSV or JSON, same visibility."""
+    round_ = get_object_or_404(selectors.visible_rounds(request.user), slug=slug)
+    view = TableView.from_query(request.GET)
+    rows = export_rows(round_, view, request.user, base_url=request.build_absolute_uri("/").rstrip("/"))
+    name = f"podium-{round_.slug}{'-filtered' if request.GET else ''}"
+    if fmt == "json":
+        response = JsonResponse({"round": round_.slug, "view": request.GET.urlencode(), "derived_note":
+                                 "accelerator_minutes, host_minutes, cloud_scale(_minutes), energy_kwh, cost_to_train "
+                                 "and runs_cv are derived, not official scores", "results": rows},
+                                json_dumps_params={"indent": 1})
+    else:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=EXPORT_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
+    return response
 
 
 def system_detail(request: HttpRequest, pk: int) -> HttpResponse:

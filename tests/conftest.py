@@ -69,6 +69,14 @@ def _celery_mode(request: pytest.FixtureRequest) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Tests roll their writes back, so the generation key never moves between them: start empty."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _isolated_storage(tmp_path_factory: pytest.TempPathFactory, settings) -> None:
     """Each test stores bundles in a scratch store of its own."""
     root = tmp_path_factory.mktemp("store")

@@ -104,6 +104,18 @@ class ResultFactory(factory.django.DjangoModelFactory):
     score = 10.0
     verdict = Result.VERIFIED
     tool_version = "4.1.68"
+    # The facts result_store copies from the system description (override any of them per test).
+    submitter = factory.SelfAttribute("organization.name")
+    system_name = factory.SelfAttribute("system.name")
+    accelerator_model = factory.SelfAttribute("system.accelerator_model_name")
+    framework = factory.SelfAttribute("system.framework")
+    category = factory.SelfAttribute("system.category")
+    system_type = factory.SelfAttribute("system.system_type")
+    accelerator_count = factory.SelfAttribute("system.accelerator_count")
+    host_count = factory.SelfAttribute("system.number_of_nodes")
+    host_processor_count = factory.SelfAttribute("system.host_processor_count")
+    accelerator_minutes = factory.LazyAttribute(
+        lambda o: o.score * o.accelerator_count if o.score is not None and o.accelerator_count else None)
 
 
 class RunFactory(factory.django.DjangoModelFactory):

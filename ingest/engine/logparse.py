@@ -99,6 +99,7 @@ class EvalPoint:
     epoch: float | None
     samples: float | None
     value: Any
+    metric: str | None = None  # set where a log reports several metrics as separate events (FID, CLIP)
 
 
 @dataclass
@@ -177,6 +178,7 @@ class ParsedLog:
                     epoch=_number(event.metadata.get("epoch_num")),
                     samples=_number(event.metadata.get("samples_count")),
                     value=event.value,
+                    metric=str(event.metadata["metric"]) if "metric" in event.metadata else None,
                 )
             )
         return points

@@ -14,6 +14,7 @@ from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.system_desc import SystemFacts
 from ingest.engine.verify import ItemReport
 from ingest.models import AuditEvent, Finding, Organization, Result, Run, Submission, System
+from leaderboard.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
 from leaderboard.models import Benchmark, Round
 
 
@@ -170,7 +171,33 @@ def result_store(*, submission: Submission, report: ItemReport, actor_label: str
     )
     if previous is not None:
         Result.objects.filter(pk=previous.pk).update(is_current=False)
+    facts = report.system_facts
+    host_memory = memory_gb(facts.description.get("host_memory_capacity"))
+    if host_memory is not None and facts.number_of_nodes:
+        host_memory *= facts.number_of_nodes  # the description gives it per node
+    price = price_per_hour(facts.description)
+    figures = derived(score=report.score, accelerators=facts.accelerator_count, hosts=facts.number_of_nodes,
+                      host_processors=facts.host_processor_count, host_memory_gb=host_memory,
+                      energy_j=report.energy_j, price=price)
     result = Result.objects.create(
+        submitter=organization.name,
+        system_name=system.name or report.system,
+        accelerator_model=system.accelerator_model_name,
+        framework=system.framework,
+        category=system.category,
+        system_type=system.system_type,
+        accelerator_count=system.accelerator_count,
+        host_count=system.number_of_nodes,
+        host_processor_count=system.host_processor_count,
+        host_memory_gb=host_memory,
+        price_per_hour=price,
+        accelerator_minutes=figures.accelerator_minutes,
+        host_minutes=figures.host_minutes,
+        cloud_scale=figures.cloud_scale,
+        cloud_scale_minutes=figures.cloud_scale_minutes,
+        energy_kwh=figures.energy_kwh,
+        cost_to_train=figures.cost_to_train,
+        runs_cv=coefficient_of_variation([r.time_to_train_min for r in report.runs if r.counted]),
         submission=submission,
         round=round,
         organization=organization,

@@ -51,3 +51,21 @@ def query_with(params: QueryDict | dict[str, str], name: str, value: str) -> str
         updated.pop(name, None)
     encoded = updated.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+@register.filter
+def attr_of(obj: Any, name: str) -> Any:
+    return getattr(obj, name, "")
+
+
+@register.simple_tag(takes_context=True)
+def sort_link(context: dict[str, Any], view: Any, key: str) -> str:
+    """The current view's URL, sorted by `key`; a second click on the same column reverses it."""
+    request = context["request"]
+    params = request.GET.copy()
+    params["sort"] = key
+    if view.sort == key and not view.descending:
+        params["order"] = "desc"
+    else:
+        params.pop("order", None)
+    return f"?{params.urlencode()}"

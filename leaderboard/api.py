@@ -1,0 +1,594 @@
+"""The public read API under /api/v1/: rounds, benchmarks, organizations, systems, results, runs, findings.
+
+Every queryset starts from the embargo rule of ingest.visibility (results, systems, runs and findings
+through `visibility_q`, rounds and benchmarks through `round_visible_q`), so an anonymous caller sees
+published results only and a member also what the rule grants their organization. Filters only narrow.
+
+Responses carry an ETag built from the results generation (leaderboard.cache), the set of published
+rounds, who asks and the full query string; a matching If-None-Match answers 304 before any listing
+query runs. See docs/api.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.cache import cache as django_cache
+from django.db.models import Count, F, Max, Q, QuerySet
+from django.http import HttpResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.utils.http import http_date, parse_etags, quote_etag
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers, status, viewsets
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.authentication import TokenScopeAllows
+from ingest.models import Finding, Organization, Result, Run, System
+from ingest.visibility import round_visible_q, visibility_q
+from leaderboard import cache
+from leaderboard import filters as api_filters
+from leaderboard.models import Benchmark, Round
+
+DERIVED = "Derived — not an official score. "
+
+
+# --- schema: the token scheme ------------------------------------------------------------------------
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+def _absolute(request: Request | None, path: str) -> str:
+    return request.build_absolute_uri(path) if request is not None else path
+
+
+def _visible_since(created_at: datetime.datetime, publication_date: datetime.datetime | None) -> datetime.datetime:
+    """When a row became what a caller can see: stored, or later made public by its round's publication."""
+    if publication_date is not None and created_at < publication_date <= timezone.now():
+        return publication_date
+    return created_at
+
+
+def rule_fingerprint(rule: Q) -> str:
+    """What the embargo rule admits for one signed-in caller, without its clock.
+
+    A caller's view changes without any result being written (a membership granted, a round whose
+    deadline passes opens its review to the other submitters), so their ETag must follow the rule's
+    organizations and rounds, not only the results generation. The "now" of the published clause is
+    left out: which rounds it admits is what cache.published_fingerprint() already says.
+    """
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, Q):
+            return [node.connector, node.negated, *(walk(child) for child in node.children)]
+        key, value = node
+        if isinstance(value, datetime.datetime):
+            return [key]
+        if isinstance(value, QuerySet):
+            return [key, str(value.query)]
+        if isinstance(value, set | frozenset | list | tuple):
+            return [key, sorted(str(getattr(v, "pk", v)) for v in value)]
+        return [key, str(getattr(value, "pk", value))]
+
+    return hashlib.sha256(repr(walk(rule)).encode()).hexdigest()[:16]
+
+
+class Pages(PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class ReadApi(viewsets.ReadOnlyModelViewSet):
+    """List and detail, open to anonymous callers, throttled by the project's anon/user rates."""
+
+    permission_classes = [AllowAny, TokenScopeAllows]
+    pagination_class = Pages
+    filter_backends = [DjangoFilterBackend]
+
+    def embargo_rule(self) -> Q:
+        raise NotImplementedError
+
+    def rule(self) -> Q:
+        """This request's embargo rule, computed once (the ETag and the queryset both use it)."""
+        if not hasattr(self, "_rule"):
+            self._rule = self.embargo_rule()
+        return self._rule
+
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        # Filters narrow lists; a detail URL names its object, whatever the query string says (a
+        # superseded result must open by its id without ?all_versions=1).
+        if self.action != "list":
+            return queryset
+        return super().filter_queryset(queryset)
+
+    def last_modified(self, obj: Any) -> datetime.datetime | None:
+        return None
+
+    # --- conditional GET ---
+
+    def etag(self) -> str:
+        request = self.request
+        user = request.user
+        who = f"user:{user.pk}:{rule_fingerprint(self.rule())}" if user.is_authenticated else "anonymous"
+        # The newest result id besides the generation: with the default per-process memory cache an
+        # import run by another process (manage.py import_results, a worker) bumps only its own
+        # generation. Results are insert-only versions, so a new one always raises the id; the query
+        # reads one end of the primary-key index.
+        newest = Result.objects.aggregate(newest=Max("pk"))["newest"]
+        parts = ("api-v1", cache.generation(), cache.published_fingerprint(), newest, who,
+                 request.accepted_renderer.format, request.get_full_path())
+        return quote_etag(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32])
+
+    def _matches(self, etag: str) -> bool:
+        header = self.request.headers.get("If-None-Match", "")
+        # Weak comparison, as RFC 9110 asks for If-None-Match: a proxy may have weakened the tag.
+        return any(tag.removeprefix("W/") == etag for tag in parse_etags(header))
+
+    def _cache_headers(self, response: Response, etag: str) -> Response:
+        response["ETag"] = etag
+        response["Cache-Control"] = "private, no-cache" if self.request.user.is_authenticated else "no-cache"
+        patch_vary_headers(response, ("Accept", "Authorization", "Cookie"))
+        return response
+
+    def _answer(self, data: Any, etag: str, objects: Iterable[Any], paginated: bool) -> Response:
+        response = self.get_paginated_response(data) if paginated else Response(data)
+        stamps = [stamp for stamp in map(self.last_modified, objects) if stamp is not None]
+        if stamps:
+            response["Last-Modified"] = http_date(max(stamps).timestamp())
+        return self._cache_headers(response, etag)
+
+    def _shared(self, etag: str, produce: Any) -> Response:
+        """Anonymous answers depend only on published data and the URL, which the ETag captures:
+        keep the serialized body under it, so a busy list is serialized once per generation."""
+        if self.request.user.is_authenticated or self.request.accepted_renderer.format != "json":
+            return produce()
+        key = f"podium:api-body:{etag}"
+        stored = django_cache.get(key)
+        if stored is None:
+            response = produce()
+            body = self.request.accepted_renderer.render(response.data, "application/json",
+                                                         {"request": self.request, "response": response})
+            stored = (body, response.get("Last-Modified"))
+            django_cache.set(key, stored, 3600)
+        # Already rendered: hand the bytes out as they are (DRF would render the data again).
+        answer = HttpResponse(stored[0], content_type="application/json")
+        if stored[1]:
+            answer["Last-Modified"] = stored[1]
+        return self._cache_headers(answer, etag)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        etag = self.etag()
+        if self._matches(etag):
+            return self._cache_headers(Response(status=status.HTTP_304_NOT_MODIFIED), etag)
+
+        def produce() -> Response:
+            page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+            assert page is not None  # pagination_class is always set
+            return self._answer(self.get_serializer(page, many=True).data, etag, page, paginated=True)
+
+        return self._shared(etag, produce)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        etag = self.etag()
+        if self._matches(etag):
+            # The tag is computed without reading the object, so a 304 tells nothing about whether a
+            # hidden object exists; any change of the data or of what the caller may see changes it.
+            return self._cache_headers(Response(status=status.HTTP_304_NOT_MODIFIED), etag)
+
+        def produce() -> Response:
+            instance = self.get_object()
+            return self._answer(self.get_serializer(instance).data, etag, [instance], paginated=False)
+
+        return self._shared(etag, produce)
+
+
+# --- rounds and benchmarks ----------------------------------------------------------------------------
+
+class RoundOutput(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:round-detail", lookup_field="slug")
+    web_url = serializers.SerializerMethodField()
+    benchmarks = serializers.SlugRelatedField(many=True, read_only=True, slug_field="key",
+                                              help_text="Keys of the round's benchmarks, in table order")
+    benchmarks_url = serializers.SerializerMethodField()
+    results_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Round
+        fields = ["slug", "name", "usage", "ruleset", "submission_deadline", "review_start", "review_end",
+                  "publication_date", "closes_at", "is_demo", "benchmarks", "url", "web_url", "benchmarks_url",
+                  "results_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_web_url(self, obj: Round) -> str:
+        return _absolute(self.context.get("request"), reverse("leaderboard:round", args=[obj.slug]))
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_benchmarks_url(self, obj: Round) -> str:
+        return _absolute(self.context.get("request"), f"{reverse('api:benchmark-list')}?round={obj.slug}")
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_results_url(self, obj: Round) -> str:
+        return _absolute(self.context.get("request"), f"{reverse('api:result-list')}?round={obj.slug}")
+
+
+class RoundApi(ReadApi):
+    """Rounds: published ones for everyone; a member also sees the rounds their organization entered."""
+
+    serializer_class = RoundOutput
+    filterset_class = api_filters.RoundFilter
+    lookup_field = "slug"
+    lookup_value_regex = r"[a-z0-9][a-z0-9.-]*"
+
+    def embargo_rule(self) -> Q:
+        return round_visible_q(self.request.user)
+
+    def get_queryset(self) -> QuerySet[Round]:
+        # The rule joins submissions and chairs (one row each): select the ids, then the rounds.
+        visible = Round.objects.filter(self.rule()).values("pk")
+        return (Round.objects.filter(pk__in=visible).prefetch_related("benchmarks")
+                .order_by(F("publication_date").desc(nulls_last=True), "-ruleset", "slug"))
+
+    def last_modified(self, obj: Round) -> datetime.datetime | None:
+        return _visible_since(obj.created_at, obj.publication_date)
+
+
+class BenchmarkOutput(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:benchmark-detail")
+    round = serializers.CharField(source="round.slug", read_only=True, help_text="Round slug")
+    results_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Benchmark
+        fields = ["id", "url", "round", "key", "name", "area", "task", "model", "dataset", "quality_metric",
+                  "quality_target", "target_direction", "target_text", "required_runs", "olympic_k",
+                  "modifiable_hyperparameters", "position", "results_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_results_url(self, obj: Benchmark) -> str:
+        path = f"{reverse('api:result-list')}?round={obj.round.slug}&benchmark={obj.key}"
+        return _absolute(self.context.get("request"), path)
+
+
+class BenchmarkApi(ReadApi):
+    """Benchmarks as each round defines them; `?round=<slug>` for one round's."""
+
+    serializer_class = BenchmarkOutput
+    filterset_class = api_filters.BenchmarkFilter
+
+    def embargo_rule(self) -> Q:
+        return round_visible_q(self.request.user)
+
+    def get_queryset(self) -> QuerySet[Benchmark]:
+        visible_rounds = Round.objects.filter(self.rule()).values("pk")
+        return (Benchmark.objects.filter(round__in=visible_rounds).select_related("round")
+                .order_by(F("round__publication_date").desc(nulls_last=True), "round__slug", "position", "key"))
+
+    def last_modified(self, obj: Benchmark) -> datetime.datetime | None:
+        return _visible_since(obj.round.created_at, obj.round.publication_date)
+
+
+def _facet(choices: list[tuple[str, str]]) -> serializers.ChoiceField:
+    # Blank when the system description was invalid: the schema must allow "" besides the choices
+    # (a read-only ModelSerializer field drops allow_blank).
+    return serializers.ChoiceField(choices=choices, allow_blank=True, read_only=True)
+
+
+
+# --- organizations and systems ------------------------------------------------------------------------
+
+class RoundCount(serializers.Serializer):
+    round = serializers.CharField(help_text="Round slug")
+    results = serializers.IntegerField(help_text="Current results in that round that you may see")
+
+
+class OrganizationOutput(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:organization-detail", lookup_field="slug")
+    result_count = serializers.IntegerField(read_only=True, help_text="Current results you may see")
+    rounds = RoundCount(many=True, read_only=True, source="visible_rounds",
+                        help_text="Rounds with results you may see, newest first")
+    results_url = serializers.SerializerMethodField()
+    systems_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Organization
+        fields = ["slug", "name", "url", "result_count", "rounds", "results_url", "systems_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_results_url(self, obj: Organization) -> str:
+        return _absolute(self.context.get("request"), f"{reverse('api:result-list')}?submitter={obj.slug}")
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_systems_url(self, obj: Organization) -> str:
+        return _absolute(self.context.get("request"), f"{reverse('api:system-list')}?organization={obj.slug}")
+
+
+class OrganizationApi(ReadApi):
+    """Organizations with at least one result you may see, and what of theirs you may see per round."""
+
+    serializer_class = OrganizationOutput
+    filterset_class = api_filters.OrganizationFilter
+    lookup_field = "slug"
+
+    def embargo_rule(self) -> Q:
+        return visibility_q(self.request.user)
+
+    def visible_results(self) -> QuerySet[Result]:
+        return Result.objects.filter(self.rule())
+
+    def get_queryset(self) -> QuerySet[Organization]:
+        return Organization.objects.filter(pk__in=self.visible_results().values("organization_id")).order_by("name")
+
+    def attach_rounds(self, organizations: Sequence[Organization]) -> None:
+        """One query for the whole page: each organization's visible current results per round."""
+        rows = (
+            self.visible_results().current()
+            .filter(organization__in=[o.pk for o in organizations])
+            .values("organization_id", "round__slug", "round__publication_date")
+            .annotate(results=Count("pk"), newest=Max("created_at"))
+            .order_by(F("round__publication_date").desc(nulls_last=True), "round__slug")
+        )
+        per_org: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            per_org[row["organization_id"]].append(row)
+        for organization in organizations:
+            mine = per_org.get(organization.pk, [])
+            organization.visible_rounds = [{"round": r["round__slug"], "results": r["results"]} for r in mine]
+            organization.result_count = sum(r["results"] for r in mine)
+            stamps = [_visible_since(r["newest"], r["round__publication_date"]) for r in mine]
+            organization.newest = max(stamps, default=organization.created_at)
+
+    def paginate_queryset(self, queryset: QuerySet[Organization]) -> list[Organization] | None:
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            self.attach_rounds(page)
+        return page
+
+    def get_object(self) -> Organization:
+        organization = super().get_object()
+        self.attach_rounds([organization])
+        return organization
+
+    def last_modified(self, obj: Organization) -> datetime.datetime | None:
+        return obj.newest
+
+
+class SystemOutput(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:system-detail")
+    web_url = serializers.SerializerMethodField()
+    round = serializers.CharField(source="round.slug", read_only=True, help_text="Round slug")
+    organization = serializers.CharField(source="organization.slug", read_only=True, help_text="Organization slug")
+    submitter = serializers.CharField(source="organization.name", read_only=True, help_text="Organization name")
+    description = serializers.JSONField(read_only=True, help_text="The system description JSON exactly as "
+                                                                  "submitted (systems/<slug>.json)")
+    division = _facet(System.DIVISIONS)
+    category = _facet(System.CATEGORIES)
+    system_type = _facet(System.SYSTEM_TYPES)
+    results_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = System
+        fields = ["id", "url", "web_url", "round", "organization", "submitter", "slug", "name", "division", "status",
+                  "availability", "category", "system_type", "number_of_nodes", "accelerators_per_node",
+                  "accelerator_count", "host_processors_per_node", "host_processor_count", "accelerator_model_name",
+                  "host_processor_model_name", "framework", "description_valid", "description_sha256",
+                  "description", "created_at", "results_url"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_web_url(self, obj: System) -> str:
+        return _absolute(self.context.get("request"), obj.get_absolute_url())
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_results_url(self, obj: System) -> str:
+        path = (f"{reverse('api:result-list')}?round={obj.round.slug}&submitter={obj.organization.slug}"
+                f"&system={obj.slug}")
+        return _absolute(self.context.get("request"), path)
+
+
+class SystemApi(ReadApi):
+    """System descriptions as submitted, with the facets Podium derives from them (division, category,
+    system type, counts). A changed description is a new row with the same slug."""
+
+    serializer_class = SystemOutput
+    filterset_class = api_filters.SystemFilter
+
+    def embargo_rule(self) -> Q:
+        return visibility_q(self.request.user)
+
+    def get_queryset(self) -> QuerySet[System]:
+        return (System.objects.filter(self.rule()).select_related("round", "organization")
+                .order_by(F("round__publication_date").desc(nulls_last=True), "organization__name", "slug", "pk"))
+
+    def last_modified(self, obj: System) -> datetime.datetime | None:
+        return _visible_since(obj.created_at, obj.round.publication_date)
+
+
+# --- results, runs, findings --------------------------------------------------------------------------
+
+def _derived(help_text: str) -> serializers.FloatField:
+    return serializers.FloatField(read_only=True, allow_null=True, help_text=DERIVED + help_text)
+
+
+class ResultOutput(serializers.ModelSerializer):
+    """One (system, benchmark) in one round: the verdict, the official score, and derived figures."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:result-detail")
+    web_url = serializers.SerializerMethodField()
+    round = serializers.CharField(source="round.slug", read_only=True, help_text="Round slug")
+    ruleset = serializers.CharField(source="round.ruleset", read_only=True, help_text="mlperf-logging ruleset")
+    organization = serializers.CharField(source="organization.slug", read_only=True, help_text="Organization slug")
+    system = serializers.CharField(source="system_slug", read_only=True, help_text="System slug")
+    system_id = serializers.IntegerField(read_only=True, help_text="Id of the system description (systems/)")
+    system_url = serializers.SerializerMethodField()
+    benchmark = serializers.CharField(source="benchmark_key", read_only=True, help_text="Benchmark key")
+    division = _facet(System.DIVISIONS)
+    category = _facet(System.CATEGORIES)
+    system_type = _facet(System.SYSTEM_TYPES)
+    accelerators = serializers.IntegerField(source="accelerator_count", read_only=True, allow_null=True)
+    hosts = serializers.IntegerField(source="host_count", read_only=True, allow_null=True,
+                                     help_text="number_of_nodes of the system")
+    host_processors = serializers.IntegerField(source="host_processor_count", read_only=True, allow_null=True)
+    runs = serializers.IntegerField(source="runs_count", read_only=True, help_text="Run logs in the item")
+    score = serializers.FloatField(read_only=True, allow_null=True,
+                                   help_text="The official score: time to train in minutes (olympic mean × "
+                                             "scaling factor); null when the result has none")
+    accelerator_minutes = _derived("Score × accelerators.")
+    host_minutes = _derived("Score × hosts.")
+    cloud_scale = _derived("Accelerators + host processors / 8 + host memory in TiB.")
+    cloud_scale_minutes = _derived("Score × cloud scale.")
+    energy_kwh = _derived("Logged energy in kWh, where power was logged.")
+    cost_to_train = _derived("Score / 60 × price per hour (USD), where the system gives a price.")
+    runs_cv = _derived("Coefficient of variation of the counted runs' times.")
+    superseded_by = serializers.IntegerField(source="superseded_by_id", read_only=True, allow_null=True,
+                                             help_text="Id of the version that replaced this one")
+    runs_url = serializers.SerializerMethodField()
+    findings_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Result
+        fields = [
+            "id", "url", "web_url", "round", "ruleset", "organization", "submitter", "system", "system_id",
+            "system_url", "system_name", "benchmark", "division", "category", "system_type", "accelerator_model",
+            "framework", "accelerators", "hosts", "host_processors", "host_memory_gb", "price_per_hour", "runs",
+            "runs_required", "runs_compliant", "olympic_k", "raw_score", "scaling_factor", "scaling_source",
+            "score", "no_score_reason", "rcp_status", "rcp_message", "rcp_norm_factor", "verdict", "energy_j",
+            "accelerator_minutes", "host_minutes", "cloud_scale", "cloud_scale_minutes", "energy_kwh",
+            "cost_to_train", "runs_cv", "tool_version", "is_current", "superseded_by", "created_at", "runs_url",
+            "findings_url",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_web_url(self, obj: Result) -> str:
+        return _absolute(self.context.get("request"), obj.get_absolute_url())
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_system_url(self, obj: Result) -> str:
+        return _absolute(self.context.get("request"), reverse("api:system-detail", args=[obj.system_id]))
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_runs_url(self, obj: Result) -> str:
+        return _absolute(self.context.get("request"), f"{reverse('api:run-list')}?result={obj.pk}")
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_findings_url(self, obj: Result) -> str:
+        return _absolute(self.context.get("request"), f"{reverse('api:finding-list')}?result={obj.pk}")
+
+
+class ResultApi(ReadApi):
+    """Results: current versions unless `?all_versions=1`; every facet of the tables as a filter."""
+
+    serializer_class = ResultOutput
+    filterset_class = api_filters.ResultFilter
+
+    def embargo_rule(self) -> Q:
+        return visibility_q(self.request.user)
+
+    def get_queryset(self) -> QuerySet[Result]:
+        # One row per result: the facts and derived figures are columns of Result itself.
+        return (
+            Result.objects.filter(self.rule())
+            .select_related("round", "organization")
+            .order_by(F("round__publication_date").desc(nulls_last=True), "benchmark_key",
+                      F("score").asc(nulls_last=True), "pk")
+        )
+
+    def last_modified(self, obj: Result) -> datetime.datetime | None:
+        return _visible_since(obj.created_at, obj.round.publication_date)
+
+
+class EvalPoint(serializers.Serializer):
+    minutes = serializers.FloatField(allow_null=True, help_text="Since run_start")
+    epoch = serializers.FloatField(allow_null=True)
+    samples = serializers.FloatField(allow_null=True)
+    value = serializers.JSONField(help_text="eval_accuracy (or eval_error) as logged")
+
+
+class RunOutput(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
+    result = serializers.IntegerField(source="result_id", read_only=True, help_text="Result id")
+    name = serializers.CharField(read_only=True, help_text="File name of the log")
+    eval_curve = EvalPoint(many=True, read_only=True, help_text="Quality evaluations in log order")
+    hyperparameters = serializers.DictField(read_only=True, child=serializers.JSONField())
+    seeds = serializers.ListField(read_only=True, child=serializers.JSONField())
+    logged = serializers.DictField(read_only=True, child=serializers.JSONField(),
+                                   help_text="submission_* values the log declares")
+    log_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = ["id", "url", "result", "position", "name", "file", "sha256", "byte_count", "line_count",
+                  "run_start_ms", "run_stop_ms", "time_to_train_min", "status", "compliant", "counted", "dropped",
+                  "hyperparameters", "eval_curve", "seeds", "logged", "energy_j", "log_url"]
+        read_only_fields = fields
+
+    @extend_schema_field({"type": "string", "format": "uri", "nullable": True,
+                          "description": "The log as uploaded; null when the result was imported from a "
+                                         "results tree whose files Podium does not store"})
+    def get_log_url(self, obj: Run) -> str | None:
+        if not obj.result.submission.bundle_path:
+            return None
+        path = reverse("ingest:run_log", args=[obj.result_id, obj.position])
+        return _absolute(self.context.get("request"), path)
+
+
+class RunApi(ReadApi):
+    """Runs with their evaluation curves; `?result=<id>` for one result's."""
+
+    serializer_class = RunOutput
+    filterset_class = api_filters.RunFilter
+
+    def embargo_rule(self) -> Q:
+        return visibility_q(self.request.user, prefix="result__")
+
+    def get_queryset(self) -> QuerySet[Run]:
+        return (Run.objects.filter(self.rule()).select_related("result__round", "result__submission")
+                .order_by("result_id", "position", "pk"))
+
+    def last_modified(self, obj: Run) -> datetime.datetime | None:
+        return _visible_since(obj.result.created_at, obj.result.round.publication_date)
+
+
+class FindingOutput(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:finding-detail")
+    result = serializers.IntegerField(source="result_id", read_only=True, allow_null=True, help_text="Result id")
+    run = serializers.IntegerField(source="run_id", read_only=True, allow_null=True,
+                                   help_text="Run id; null for a finding about the whole result")
+
+    class Meta:
+        model = Finding
+        fields = ["id", "url", "result", "run", "severity", "checker", "rule", "file", "line", "message",
+                  "detail", "excerpt"]
+        read_only_fields = fields
+
+
+class FindingApi(ReadApi):
+    """What the checkers found; `?result=<id>` for one result's."""
+
+    serializer_class = FindingOutput
+    filterset_class = api_filters.FindingFilter
+
+    def embargo_rule(self) -> Q:
+        return visibility_q(self.request.user, prefix="result__")
+
+    def get_queryset(self) -> QuerySet[Finding]:
+        return Finding.objects.filter(self.rule()).select_related("result__round").order_by("result_id", "pk")
+
+    def last_modified(self, obj: Finding) -> datetime.datetime | None:
+        if obj.result is None:  # only staff see findings about a whole submission
+            return None
+        return _visible_since(obj.result.created_at, obj.result.round.publication_date)
+

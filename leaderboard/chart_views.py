@@ -1,0 +1,406 @@
+"""The charts page, its JSON endpoints (one figure each, built by leaderboard.charts) and plotly.js.
+
+Every read goes through the visibility selectors. Anonymous answers are cached under the results
+generation key (leaderboard.cache); signed-in users may see embargoed results of their own, so
+their answers are neither read from nor written to that cache, and are marked private for HTTP caches.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+from collections import defaultdict
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, TypeVar
+
+import plotly
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import F
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
+from django.utils.http import quote_etag, urlencode
+from django.views.decorators.http import require_safe
+
+from ingest.models import Result, ResultQuerySet, Run, System
+from leaderboard import charts
+from leaderboard.cache import cached_public
+from leaderboard.models import Benchmark, Round
+from leaderboard.selectors import visible_results, visible_rounds
+
+Visitor = AbstractBaseUser | AnonymousUser
+T = TypeVar("T")
+
+DIVISIONS = dict(System.DIVISIONS)
+DEFAULT_DIVISION = System.CLOSED
+DEFAULT_SCALE = 8
+MAX_SCALE = 1_000_000
+PUBLIC_MAX_AGE = 60
+
+
+class ChartParameterError(ValueError):
+    """A query parameter a chart cannot use: answered with 400 and the message."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads
+
+
+def scored_results(user: Visitor) -> ResultQuerySet:
+    """What every chart draws: current, verified, scored results this visitor may see."""
+    return visible_results(user).current().ranked().filter(verdict=Result.VERIFIED)
+
+
+def _point(result: Result) -> charts.ResultPoint:
+    return charts.ResultPoint(
+        id=result.pk,
+        url=reverse("leaderboard:result", args=[result.pk]),
+        submitter=result.submitter or result.organization.name,
+        system=result.system_name or result.system_slug,
+        accelerator_model=result.accelerator_model,
+        accelerators=result.accelerator_count,
+        hosts=result.host_count,
+        minutes=result.score,
+        runs_cv=result.runs_cv,
+        category=result.category,
+    )
+
+
+def _points(results: ResultQuerySet) -> list[charts.ResultPoint]:
+    return [_point(r) for r in results.select_related("organization").order_by("score", "pk")]
+
+
+def round_points(user: Visitor, round_: Round, key: str, division: str) -> list[charts.ResultPoint]:
+    return _points(scored_results(user).filter(round=round_, benchmark_key=key, division=division))
+
+
+def _title(benchmark: Benchmark, round_: Round, division: str, what: str) -> str:
+    return f"{what}: {benchmark.name} · {round_.name} · {DIVISIONS[division]} division"
+
+
+def scale_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str) -> charts.Chart:
+    return charts.scale_chart(round_points(user, round_, benchmark.key, division),
+                              title=_title(benchmark, round_, division, "Time to train vs. scale"))
+
+
+def scaling_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str) -> charts.Chart:
+    return charts.scaling_chart(round_points(user, round_, benchmark.key, division),
+                                title=_title(benchmark, round_, division, "Scaling efficiency"))
+
+
+def spread_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str) -> charts.Chart:
+    return charts.spread_chart(round_points(user, round_, benchmark.key, division),
+                               title=_title(benchmark, round_, division, "Run-to-run spread"))
+
+
+def _version(ruleset: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in ruleset.split("."))
+    except ValueError:
+        return ()
+
+
+def _round_label(round_: Round, duplicated: set[str]) -> str:
+    try:
+        label = round_.version_label
+    except ValueError:
+        label = round_.slug
+    if label in duplicated:
+        label = round_.slug
+    return label if round_.is_published() else f"{label} (embargoed)"
+
+
+def history_data(user: Visitor, key: str, division: str, scale: int) -> charts.Chart:
+    """Round over round for one benchmark key, in publication order, split where the benchmark changed."""
+    results = scored_results(user).filter(benchmark_key=key, division=division)
+    by_round: dict[int, list[charts.ResultPoint]] = defaultdict(list)
+    for result in results.select_related("organization").order_by("score", "pk"):
+        by_round[result.round_id].append(_point(result))
+    rounds = sorted(
+        visible_rounds(user).filter(pk__in=list(by_round)),
+        key=lambda r: (r.publication_date is None, r.publication_date, _version(r.ruleset), r.slug),
+    )
+    benchmarks = {b.round_id: b for b in Benchmark.objects.filter(key=key, round__in=rounds)}
+    labels = [r.version_label if _version(r.ruleset) else r.slug for r in rounds]
+    duplicated = {label for label in labels if labels.count(label) > 1}
+    entries = []
+    for round_ in rounds:
+        benchmark = benchmarks.get(round_.pk)
+        model = benchmark.model if benchmark else ""
+        comparable = (model, benchmark.dataset, benchmark.quality_target) if benchmark else ("",)
+        entries.append(charts.RoundEntry(label=_round_label(round_, duplicated), model=model,
+                                         comparable=comparable, results=tuple(by_round[round_.pk])))
+    latest = benchmarks.get(rounds[-1].pk) if rounds else None
+    name = latest.name if latest else key
+    return charts.history_chart(
+        entries, scale=scale, title=f"Round over round: {name} ({key}) · {DIVISIONS[division]} division"
+    )
+
+
+def convergence_data(result: Result) -> charts.Chart:
+    benchmark = result.benchmark
+    curves = [charts.RunCurve(position=r.position, dropped=r.dropped, points=tuple(
+        p for p in r.eval_curve if isinstance(p, dict))) for r in result.runs.order_by("position")]
+    return charts.convergence_chart(
+        curves,
+        benchmark_key=result.benchmark_key,
+        quality_target=benchmark.quality_target if benchmark else None,
+        target_direction=benchmark.target_direction if benchmark else Benchmark.HIGHER,
+        target_text=benchmark.target_text if benchmark else "",
+        metric_label=benchmark.quality_metric if benchmark else "",
+        title=f"Convergence: {result.system_name or result.system_slug} · {result.benchmark_key}",
+    )
+
+
+def run_times_data(result: Result) -> charts.Chart:
+    runs = [charts.RunTime(position=r.position, minutes=r.time_to_train_min, dropped=r.dropped)
+            for r in Run.objects.filter(result=result).order_by("position").only("position", "time_to_train_min",
+                                                                               "dropped")]
+    return charts.run_times_chart(runs, raw_score=result.raw_score,
+                                  title=f"Run times: {result.system_name or result.system_slug} · "
+                                        f"{result.benchmark_key}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Request plumbing
+
+
+def for_visitor(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], T]) -> T:
+    """Shared cache for anonymous visitors only: a signed-in user's answer may hold embargoed results."""
+    if request.user.is_authenticated:
+        return produce()
+    return cached_public(name, parts, produce)
+
+
+def _cache_headers(request: HttpRequest, response: HttpResponseBase) -> None:
+    patch_vary_headers(response, ["Cookie"])
+    if request.user.is_authenticated:
+        patch_cache_control(response, private=True, no_store=True)
+    else:
+        patch_cache_control(response, public=True, max_age=PUBLIC_MAX_AGE)
+
+
+def division_param(request: HttpRequest) -> str:
+    division = request.GET.get("division") or DEFAULT_DIVISION
+    if division not in DIVISIONS:
+        raise ChartParameterError(f"division must be one of: {', '.join(DIVISIONS)}.")
+    return division
+
+
+def scale_param(request: HttpRequest) -> int:
+    raw = request.GET.get("scale") or str(DEFAULT_SCALE)
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SCALE:
+        raise ChartParameterError(f"scale must be a whole number of accelerators from 1 to {MAX_SCALE}.")
+    return int(raw)
+
+
+def _round(request: HttpRequest, slug: str) -> Round:
+    return get_object_or_404(visible_rounds(request.user), slug=slug)
+
+
+def _benchmark(request: HttpRequest, round_: Round) -> Benchmark:
+    key = request.GET.get("benchmark", "")
+    if not key:
+        raise ChartParameterError("benchmark is required, e.g. ?benchmark=resnet.")
+    benchmark = round_.benchmarks.filter(key=key).first()
+    if benchmark is None:
+        raise Http404("This round has no such benchmark.")
+    return benchmark
+
+
+def chart_json(view: Callable[..., charts.Chart]) -> Callable[..., HttpResponse]:
+    """One figure as JSON; a bad parameter is a 400 and a hidden or missing object a 404, both as JSON."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            response = JsonResponse(view(request, *args, **kwargs).as_json())
+        except ChartParameterError as error:
+            response = JsonResponse({"error": str(error)}, status=400)
+        except Http404 as error:
+            response = JsonResponse({"error": str(error) or "Not found."}, status=404)
+        _cache_headers(request, response)
+        return response
+
+    return require_safe(wrapper)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON endpoints
+
+
+@chart_json
+def scale_json(request: HttpRequest, slug: str) -> charts.Chart:
+    round_, division = _round(request, slug), division_param(request)
+    benchmark = _benchmark(request, round_)
+    return for_visitor(request, "chart-scale", (round_.pk, benchmark.key, division),
+                       lambda: scale_data(request.user, round_, benchmark, division))
+
+
+@chart_json
+def scaling_json(request: HttpRequest, slug: str) -> charts.Chart:
+    round_, division = _round(request, slug), division_param(request)
+    benchmark = _benchmark(request, round_)
+    return for_visitor(request, "chart-scaling", (round_.pk, benchmark.key, division),
+                       lambda: scaling_data(request.user, round_, benchmark, division))
+
+
+@chart_json
+def spread_json(request: HttpRequest, slug: str) -> charts.Chart:
+    round_, division = _round(request, slug), division_param(request)
+    benchmark = _benchmark(request, round_)
+    return for_visitor(request, "chart-spread", (round_.pk, benchmark.key, division),
+                       lambda: spread_data(request.user, round_, benchmark, division))
+
+
+@chart_json
+def history_json(request: HttpRequest, key: str) -> charts.Chart:
+    division, scale = division_param(request), scale_param(request)
+    return for_visitor(request, "chart-history", (key, division, scale),
+                       lambda: history_data(request.user, key, division, scale))
+
+
+def _visible_result(request: HttpRequest, pk: int) -> Result:
+    # Checked on every request, before any cache: a cached figure is never a way around the embargo.
+    return get_object_or_404(visible_results(request.user).select_related("benchmark"), pk=pk)
+
+
+@chart_json
+def convergence_json(request: HttpRequest, pk: int) -> charts.Chart:
+    result = _visible_result(request, pk)
+    return for_visitor(request, "chart-convergence", (result.pk,), lambda: convergence_data(result))
+
+
+@chart_json
+def run_times_json(request: HttpRequest, pk: int) -> charts.Chart:
+    result = _visible_result(request, pk)
+    return for_visitor(request, "chart-run-times", (result.pk,), lambda: run_times_data(result))
+
+
+# ---------------------------------------------------------------------------------------------
+# The charts page
+
+
+def _scale_choices(user: Visitor, key: str, division: str) -> list[int]:
+    counts = (scored_results(user).filter(benchmark_key=key, division=division, accelerator_count__gt=0)
+              .values_list("accelerator_count", flat=True).distinct())
+    return sorted(set(counts))
+
+
+@require_safe
+def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
+    user = request.user
+    round_ = _round(request, slug)
+    division = request.GET.get("division", "")
+    if division not in DIVISIONS:
+        division = DEFAULT_DIVISION  # the page falls back where the JSON endpoints answer 400
+    keys = set(scored_results(user).filter(round=round_).values_list("benchmark_key", flat=True))
+    benchmarks = [b for b in round_.benchmarks.all() if b.key in keys]
+    wanted = request.GET.get("benchmark", "")
+    benchmark = next((b for b in benchmarks if b.key == wanted), benchmarks[0] if benchmarks else None)
+    context: dict[str, Any] = {
+        "round": round_, "benchmarks": benchmarks, "benchmark": benchmark, "division": division,
+        "divisions": DIVISIONS, "unknown_benchmark": bool(wanted) and benchmark is not None and benchmark.key != wanted,
+        "plotly_version": plotly.__version__, "sections": [],
+    }
+    if benchmark is None:
+        return render(request, "leaderboard/charts.html", context)
+    scales = _scale_choices(user, benchmark.key, division)
+    raw_scale = request.GET.get("scale", "")
+    if raw_scale.isdigit() and 1 <= int(raw_scale) <= MAX_SCALE:
+        scale = int(raw_scale)
+    else:
+        scale = DEFAULT_SCALE if DEFAULT_SCALE in scales or not scales else scales[0]
+    query = urlencode({"benchmark": benchmark.key, "division": division})
+    parts = (round_.pk, benchmark.key, division)
+
+    def section(key: str, title: str, intro: str, url: str, chart: charts.Chart) -> dict[str, Any]:
+        return {"key": key, "title": title, "intro": intro, "src": url, "chart": chart}
+
+    context["sections"] = [
+        section("scale", "Time to train against scale",
+                "One point per result; log–log. The line is the Pareto front: the fastest time reached on that "
+                "many accelerators or fewer.",
+                f"{reverse('leaderboard:chart_scale', args=[round_.slug])}?{query}",
+                for_visitor(request, "chart-scale", parts, lambda: scale_data(user, round_, benchmark, division))),
+        section("scaling", "Scaling efficiency within a system family",
+                "Same submitter and accelerator model at different sizes: speedup and efficiency against the "
+                "family's smallest size. Derived — not an official score.",
+                f"{reverse('leaderboard:chart_scaling', args=[round_.slug])}?{query}",
+                for_visitor(request, "chart-scaling", parts, lambda: scaling_data(user, round_, benchmark, division))),
+        section("spread", "Run-to-run spread",
+                "Coefficient of variation of the successful runs' times of each result, steadiest first. "
+                "Derived — not an official score.",
+                f"{reverse('leaderboard:chart_spread', args=[round_.slug])}?{query}",
+                for_visitor(request, "chart-spread", parts, lambda: spread_data(user, round_, benchmark, division))),
+        section("history", f"Round over round on {scale} accelerators",
+                "The fastest result on exactly this many accelerators in each round, and the accelerator count of "
+                "each round's fastest result. Rounds in publication order; the series is split where the "
+                "benchmark under this key changed.",
+                f"{reverse('leaderboard:chart_history', args=[benchmark.key])}?"
+                f"{urlencode({'division': division, 'scale': scale})}",
+                for_visitor(request, "chart-history", (benchmark.key, division, scale),
+                            lambda: history_data(user, benchmark.key, division, scale))),
+    ]
+    in_view = scored_results(user).filter(round=round_, benchmark_key=benchmark.key, division=division)
+    raw_result = request.GET.get("result", "")
+    selected = in_view.filter(pk=int(raw_result)).first() if raw_result.isdigit() else None
+    if selected is None:
+        selected = in_view.order_by(F("runs_cv").desc(nulls_last=True), "pk").first()
+    if selected is not None:
+        context["run_times"] = section(
+            "runs", "Run times of one result",
+            "Each run's time to train; runs that olympic scoring dropped (or that failed) are drawn open.",
+            reverse("leaderboard:chart_runs", args=[selected.pk]),
+            for_visitor(request, "chart-run-times", (selected.pk,), lambda: run_times_data(selected)),
+        )
+    context.update({
+        "scale": scale, "scales": sorted({*scales, scale}), "selected": selected,
+        "choosable": list(in_view.order_by("submitter", "system_name", "pk")
+                          .only("pk", "submitter", "system_name", "system_slug", "accelerator_count")),
+    })
+    return render(request, "leaderboard/charts.html", context)
+
+
+# ---------------------------------------------------------------------------------------------
+# plotly.js, from the installed plotly package (no CDN)
+
+PLOTLY_JS = resources.files("plotly") / "package_data" / "plotly.min.js"
+ONE_YEAR = 365 * 24 * 3600
+ONE_DAY = 24 * 3600
+
+
+@functools.cache
+def _plotly_gzip() -> bytes:
+    # About 4.6 MB raw, 1.4 MB compressed; compressed once per process on first use.
+    return gzip.compress(PLOTLY_JS.read_bytes(), compresslevel=6, mtime=0)
+
+
+def _accepts_gzip(request: HttpRequest) -> bool:
+    return "gzip" in request.headers.get("Accept-Encoding", "").lower()
+
+
+@require_safe
+def plotly_js(request: HttpRequest) -> HttpResponseBase:
+    """The plotly.min.js that the installed plotly package ships, cached by browsers per plotly version.
+
+    Pages link it as `?v=<version>`: that URL never changes content, so it is cached for a year;
+    without the version it is revalidated daily against the ETag (the plotly version).
+    """
+    gzipped = _accepts_gzip(request)
+    etag = quote_etag(f"plotly-{plotly.__version__}{'-gzip' if gzipped else ''}")
+    response: HttpResponseBase | None = get_conditional_response(request, etag=etag)
+    if response is None:
+        content_type = "text/javascript; charset=utf-8"
+        if gzipped:
+            response = HttpResponse(_plotly_gzip(), content_type=content_type)
+            response["Content-Encoding"] = "gzip"
+        else:
+            response = FileResponse(PLOTLY_JS.open("rb"), content_type=content_type)
+    response["ETag"] = etag
+    patch_vary_headers(response, ["Accept-Encoding"])
+    versioned = request.GET.get("v") == plotly.__version__
+    patch_cache_control(response, public=True, max_age=ONE_YEAR if versioned else ONE_DAY, immutable=versioned)
+    return response

@@ -1,0 +1,640 @@
+"""Plotly figure dicts for the charts pages, built from plain data (no Django import).
+
+Every builder returns a `Chart`: the figure that plotly.js draws, the notes that say what the figure
+leaves out or how it read the data, and a small table with the same numbers for readers without
+JavaScript. Nothing here ranks across divisions or benchmarks, and nothing folds scale into a score:
+the callers pass one division of one benchmark (see docs/browsing.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+# Plotly's own qualitative palette; with more submitters than colours they repeat, and the legend
+# and the hover text still name each one.
+PALETTE = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#ff97ff",
+           "#fecb52", "#1f77b4", "#8c564b"]
+TARGET_COLOUR = "#444444"
+FRONT_COLOUR = "#111111"
+
+# Benchmarks whose eval_accuracy is not one number: the metric the quality target is about.
+# maskrcnn logs {"BBOX": …, "SEGM": …} and its target is on box mAP first; stable_diffusion logs
+# FID and CLIP as separate events, and Benchmark.quality_target holds the FID bound.
+PRIMARY_METRIC = {"maskrcnn": "BBOX", "stable_diffusion": "FID"}
+PRIMARY_LABELS = {"BBOX": "Box mAP (BBOX)", "FID": "FID"}
+DROPPED_LABELS = {"fastest": "dropped: fastest", "slowest": "dropped: slowest", "failed": "dropped: failed"}
+
+
+@dataclass(frozen=True)
+class ResultPoint:
+    """One current, scored result as the charts need it (copied from the Result row)."""
+
+    id: int
+    url: str
+    submitter: str
+    system: str
+    accelerator_model: str
+    accelerators: int | None
+    hosts: int | None
+    minutes: float | None
+    runs_cv: float | None = None
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class RoundEntry:
+    """One round's results for one benchmark key, for the round-over-round chart.
+
+    `comparable` holds the benchmark facts that must match for times to be compared (model,
+    dataset, quality target): MLCommons reused keys for new benchmarks, e.g. `ssd`.
+    """
+
+    label: str
+    model: str
+    comparable: tuple[Hashable, ...]
+    results: tuple[ResultPoint, ...]
+
+
+@dataclass(frozen=True)
+class RunCurve:
+    position: int
+    dropped: str  # "" when the olympic mean keeps the run, else Run.dropped ("fastest", "slowest", "failed")
+    points: tuple[dict[str, Any], ...]  # Run.eval_curve
+
+
+@dataclass(frozen=True)
+class RunTime:
+    position: int
+    minutes: float | None
+    dropped: str
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    family: str
+    point: ResultPoint
+    accelerators: int
+    smallest: int
+    speedup: float
+    efficiency: float
+
+
+@dataclass
+class Chart:
+    figure: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"figure": self.figure, "notes": self.notes, "table": {"columns": self.columns, "rows": self.rows}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _minutes(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.2f}"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else str(value)
+
+
+def _colours(names: Sequence[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(names)))}
+
+
+def _scored(points: Sequence[ResultPoint]) -> list[ResultPoint]:
+    return [p for p in points if p.minutes is not None and math.isfinite(p.minutes) and p.minutes > 0]
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title},
+        "hovermode": "closest",
+        "margin": {"l": 70, "r": 30, "t": 60, "b": 60},
+        "legend": {"orientation": "v"},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _empty(layout: dict[str, Any], text: str) -> dict[str, Any]:
+    layout["annotations"] = [*layout.get("annotations", []), {
+        "text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
+        "font": {"size": 14, "color": "#667085"}}]
+    return layout
+
+
+def _point_label(p: ResultPoint) -> str:
+    return f"{p.submitter} · {p.system}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Time to train against scale, with the Pareto front
+
+
+def pareto_front(points: Sequence[ResultPoint]) -> list[ResultPoint]:
+    """The results that no other result beats: none is as fast or faster on as many or fewer accelerators.
+
+    Sorted by accelerator count. At one scale only the fastest result is on the front, and of
+    exact ties (same count, same time) the first one given, so the front draws as one line. A larger
+    system that only matches the time of a smaller one is not on the front. CPU-only results
+    (0 accelerators) and results with an unknown count are left out: they have no place on the axis.
+    """
+    candidates = sorted((p for p in _scored(points) if p.accelerators), key=lambda p: (p.accelerators, p.minutes))
+    front: list[ResultPoint] = []
+    best = math.inf
+    for point in candidates:
+        assert point.minutes is not None
+        if point.minutes < best:
+            front.append(point)
+            best = point.minutes
+    return front
+
+
+def _hover(axis_label: str) -> str:
+    return ("<b>%{customdata[1]}</b><br>%{customdata[2]} · %{customdata[3]}<br>"
+            f"%{{x}} {axis_label}<br>%{{y:.2f}} min<extra>%{{fullData.name}}</extra>")
+
+
+def _customdata(points: Sequence[ResultPoint]) -> list[list[Any]]:
+    # The URL comes first: static/charts.js opens it when a point is clicked.
+    return [[p.url, p.system, p.submitter, p.accelerator_model or "accelerator unknown"] for p in points]
+
+
+def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
+    """Time to train (y) against accelerator count (x), log–log, one trace per submitter plus the front."""
+    scored = _scored(points)
+    placed = sorted((p for p in scored if p.accelerators), key=lambda p: (p.accelerators, p.minutes, p.id))
+    cpu_only = [p for p in scored if p.accelerators == 0]
+    unknown = [p for p in scored if p.accelerators is None]
+    colours = _colours([p.submitter for p in placed + cpu_only])
+    traces: list[dict[str, Any]] = []
+    for submitter, colour in colours.items():
+        mine = [p for p in placed if p.submitter == submitter]
+        if not mine:
+            continue
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": submitter, "legendgroup": submitter,
+            "x": [p.accelerators for p in mine], "y": [p.minutes for p in mine],
+            "customdata": _customdata(mine), "hovertemplate": _hover("accelerators"),
+            "marker": {"color": colour, "size": 10, "line": {"width": 1, "color": "#ffffff"}},
+        })
+    front = pareto_front(placed)
+    if front:
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": "Pareto front (fastest at this scale or fewer)",
+            "x": [p.accelerators for p in front], "y": [p.minutes for p in front],
+            "customdata": _customdata(front), "hovertemplate": _hover("accelerators"),
+            "line": {"color": FRONT_COLOUR, "width": 1.5, "shape": "hv"},
+            "marker": {"color": FRONT_COLOUR, "size": 5, "symbol": "diamond"},
+        })
+    layout = _layout(
+        title,
+        xaxis={"type": "log", "title": {"text": "Accelerators (log scale)"}},
+        yaxis={"type": "log", "title": {"text": "Time to train, minutes (log scale)"}},
+    )
+    notes: list[str] = []
+    drawn_cpu = [p for p in cpu_only if p.hosts]
+    if drawn_cpu:
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": "CPU-only (x = hosts, top axis)", "xaxis": "x2",
+            "x": [p.hosts for p in drawn_cpu], "y": [p.minutes for p in drawn_cpu],
+            "customdata": _customdata(drawn_cpu), "hovertemplate": _hover("hosts"),
+            "marker": {"color": [colours[p.submitter] for p in drawn_cpu], "size": 10, "symbol": "square-open",
+                       "line": {"width": 2}},
+        })
+        layout["xaxis2"] = {"type": "log", "overlaying": "x", "side": "top",
+                            "title": {"text": "Hosts (CPU-only results)"}}
+        # Room above the plot for the top axis, with the title above it rather than on it.
+        layout["margin"]["t"] = 130
+        layout["title"].update({"y": 0.98, "yanchor": "top"})
+    if cpu_only:
+        notes.append(
+            f"{len(cpu_only)} CPU-only result(s) have 0 accelerators, which a log axis cannot show: they are "
+            "drawn against their host count on the top axis (when known) and are not part of the Pareto front."
+        )
+    if unknown:
+        names = ", ".join(_point_label(p) for p in unknown)
+        notes.append(f"Not drawn, accelerator count unknown: {names}.")
+    if not traces:
+        _empty(layout, "No scored results")
+    rows = [[p.submitter, p.system, p.accelerator_model or "—", _count(p.accelerators), _count(p.hosts),
+             _minutes(p.minutes), "yes" if p in front else ""]
+            for p in sorted(scored, key=lambda p: (p.accelerators or 0, p.minutes, p.id))]
+    return Chart(
+        figure={"data": traces, "layout": layout}, notes=notes,
+        columns=["Submitter", "System", "Accelerator", "Accelerators", "Hosts", "Time to train (min)",
+                 "Pareto front"],
+        rows=rows,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Round over round
+
+
+def comparable_segments(entries: Sequence[RoundEntry]) -> list[list[RoundEntry]]:
+    """Consecutive rounds whose benchmark is the same, so that their times may be joined by a line."""
+    segments: list[list[RoundEntry]] = []
+    for entry in entries:
+        if segments and segments[-1][-1].comparable == entry.comparable:
+            segments[-1].append(entry)
+        else:
+            segments.append([entry])
+    return segments
+
+
+def fastest(points: Sequence[ResultPoint]) -> ResultPoint | None:
+    scored = _scored(points)
+    return min(scored, key=lambda p: p.minutes) if scored else None  # type: ignore[arg-type, return-value]
+
+
+def history_chart(entries: Sequence[RoundEntry], *, scale: int, title: str) -> Chart:
+    """Per round in publication order: the fastest result on exactly `scale` accelerators, and on a
+    second axis the accelerator count of the round's fastest result at any scale."""
+    segments = comparable_segments(entries)
+    split = len(segments) > 1
+    traces: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    missing: list[str] = []
+    cpu_fastest: list[str] = []
+    for index, segment in enumerate(segments):
+        suffix = f" — {segment[0].model or 'model unknown'}" if split else ""
+        group = f"segment-{index}"
+        at_scale = [fastest([p for p in e.results if p.accelerators == scale]) for e in segment]
+        overall = [fastest(e.results) for e in segment]
+        labels = [e.label for e in segment]
+        missing += [e.label for e, p in zip(segment, at_scale, strict=True) if p is None]
+        cpu_fastest += [e.label for e, p in zip(segment, overall, strict=True) if p is not None and not p.accelerators]
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"Fastest on {scale} accelerators{suffix}",
+            "legendgroup": group, "x": labels, "y": [p.minutes if p else None for p in at_scale],
+            "customdata": [[p.url, p.system, p.submitter] if p else ["", "", ""] for p in at_scale],
+            "hovertemplate": "<b>%{customdata[1]}</b><br>%{customdata[2]}<br>%{y:.2f} min<extra>%{x}</extra>",
+            "line": {"color": PALETTE[index % len(PALETTE)]}, "marker": {"size": 9},
+        })
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "yaxis": "y2",
+            "name": f"Accelerators of the round's fastest result{suffix}", "legendgroup": group,
+            "x": labels, "y": [p.accelerators if p is not None and p.accelerators else None for p in overall],
+            "customdata": [[p.url, p.system, p.submitter, p.minutes] if p else ["", "", "", None] for p in overall],
+            "hovertemplate": ("<b>%{customdata[1]}</b><br>%{customdata[2]}<br>%{y} accelerators, "
+                              "%{customdata[3]:.2f} min<extra>%{x}</extra>"),
+            "line": {"color": PALETTE[index % len(PALETTE)], "dash": "dot"}, "marker": {"symbol": "triangle-up"},
+        })
+        for entry, best_at_scale, best in zip(segment, at_scale, overall, strict=True):
+            rows.append([
+                entry.label, entry.model or "—",
+                _minutes(best_at_scale.minutes) if best_at_scale else "—",
+                _point_label(best_at_scale) if best_at_scale else "—",
+                _minutes(best.minutes) if best else "—",
+                _count(best.accelerators) if best else "—",
+                _point_label(best) if best else "—",
+            ])
+    layout = _layout(
+        title,
+        xaxis={"type": "category", "categoryorder": "array", "categoryarray": [e.label for e in entries],
+               "title": {"text": "Round (publication order)"}},
+        yaxis={"type": "log", "title": {"text": f"Fastest on {scale} accelerators, minutes (log)"}},
+        yaxis2={"type": "log", "overlaying": "y", "side": "right", "tickformat": ",d",
+                "title": {"text": "Accelerators of the fastest result (log)"}},
+        legend={"orientation": "h", "y": -0.25},
+        margin={"l": 70, "r": 70, "t": 60, "b": 110},
+    )
+    notes: list[str] = []
+    if split:
+        shapes, annotations = [], []
+        position = 0
+        for before, after in pairwise(segments):
+            position += len(before)
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": position - 0.5,
+                           "x1": position - 0.5, "y0": 0, "y1": 1, "line": {"dash": "dash", "color": "#999999"}})
+            annotations.append({"xref": "x", "yref": "paper", "x": position - 0.5, "y": 1.02, "showarrow": False,
+                                "text": f"benchmark changed: {before[-1].model or '?'} → {after[0].model or '?'}"})
+            notes.append(
+                f"The benchmark under this key changed between {before[-1].label} and {after[0].label} "
+                f"({before[-1].model or 'unknown'} → {after[0].model or 'unknown'}, or its dataset or quality "
+                "target): the series is split there, and times on either side are not comparable."
+            )
+        layout["shapes"] = shapes
+        layout["annotations"] = annotations
+    if missing:
+        notes.append(f"No result on exactly {scale} accelerators in: {', '.join(missing)}.")
+    if cpu_fastest:
+        notes.append(f"The fastest result is CPU-only (0 accelerators, not on the log axis) in: "
+                     f"{', '.join(cpu_fastest)}.")
+    if not entries:
+        _empty(layout, "No rounds with this benchmark")
+    return Chart(
+        figure={"data": traces, "layout": layout}, notes=notes,
+        columns=["Round", "Benchmark model", f"Fastest on {scale} accelerators (min)", "By",
+                 "Fastest overall (min)", "Its accelerators", "By"],
+        rows=rows,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Convergence curves
+
+
+def primary_value(point: dict[str, Any], benchmark_key: str) -> tuple[float | None, str]:
+    """The number of one eval point that the quality target is about, and the metric's name ("" if plain).
+
+    A dict value (maskrcnn) gives its primary key. stable_diffusion logs FID and CLIP as separate
+    scalar events: a point tagged with `metric` keeps FID only; an untagged one is read as FID when it
+    is above 1, since a CLIP score is a cosine similarity (at most 1) and an FID near 1 is never logged.
+    """
+    value = point.get("value")
+    primary = PRIMARY_METRIC.get(benchmark_key, "")
+    if isinstance(value, dict):
+        if primary and primary in value:
+            return _number(value[primary]), primary
+        for key, item in value.items():
+            if _number(item) is not None:
+                return _number(item), str(key)
+        return None, ""
+    number = _number(value)
+    if number is None or benchmark_key != "stable_diffusion":
+        return number, ""
+    tag = point.get("metric")
+    if isinstance(tag, str) and tag:
+        return (number, "FID") if tag.upper() == "FID" else (None, tag)
+    return (number, "FID") if number > 1 else (None, "CLIP")
+
+
+def convergence_axis(curves: Sequence[RunCurve]) -> str:
+    """"epoch" or "samples", whichever the log records (epoch on a tie), else "minutes" since run_start."""
+    counts = {"epoch": 0, "samples": 0, "minutes": 0}
+    for curve in curves:
+        for point in curve.points:
+            for key in counts:
+                if _number(point.get(key)) is not None:
+                    counts[key] += 1
+    if counts["epoch"] and counts["epoch"] >= counts["samples"]:
+        return "epoch"
+    if counts["samples"]:
+        return "samples"
+    return "minutes"
+
+
+AXIS_TITLES = {"epoch": "Epoch", "samples": "Training samples", "minutes": "Minutes since run_start"}
+
+
+def _reached(value: float | None, target: float | None, direction: str) -> str:
+    if value is None or target is None:
+        return "—"
+    return "yes" if (value <= target if direction == "lower" else value >= target) else "no"
+
+
+def convergence_chart(curves: Sequence[RunCurve], *, benchmark_key: str, quality_target: float | None,
+                      target_direction: str, target_text: str, metric_label: str, title: str) -> Chart:
+    """Every run's eval_accuracy against epoch or samples; dropped runs dashed; the target as a line."""
+    axis = convergence_axis(curves)
+    traces: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    used_metrics: set[str] = set()
+    skipped = 0
+    xs: list[float] = []
+    for curve in sorted(curves, key=lambda c: c.position):
+        x_values: list[float] = []
+        y_values: list[float] = []
+        for point in curve.points:
+            value, metric = primary_value(point, benchmark_key)
+            x = _number(point.get(axis))
+            if value is None:
+                if metric and metric != PRIMARY_METRIC.get(benchmark_key):
+                    continue  # the secondary metric (CLIP), not a gap
+                skipped += 1
+                continue
+            if x is None:
+                skipped += 1
+                continue
+            if metric:
+                used_metrics.add(metric)
+            x_values.append(x)
+            y_values.append(value)
+        xs += x_values
+        name = f"Run {curve.position + 1}"
+        if curve.dropped:
+            name += f" ({DROPPED_LABELS.get(curve.dropped, 'dropped')})"
+        colour = PALETTE[curve.position % len(PALETTE)]
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": name, "x": x_values, "y": y_values,
+            "line": {"color": colour, "dash": "dash" if curve.dropped else "solid"},
+            "marker": {"color": colour, "size": 5},
+            "hovertemplate": f"{name}<br>{AXIS_TITLES[axis]} %{{x}}<br>%{{y:.4g}}<extra></extra>",
+        })
+        rows.append([name, "no" if curve.dropped else "yes", str(len(y_values)),
+                     f"{y_values[-1]:.4g}" if y_values else "—",
+                     _reached(y_values[-1] if y_values else None, quality_target, target_direction)])
+    if quality_target is not None and xs:
+        traces.append({
+            "type": "scatter", "mode": "lines", "name": f"Quality target ({target_text or quality_target})",
+            "x": [min(xs), max(xs)], "y": [quality_target, quality_target],
+            "line": {"color": TARGET_COLOUR, "dash": "dot", "width": 2}, "hoverinfo": "name",
+        })
+    label = metric_label or "eval_accuracy"
+    primary = PRIMARY_METRIC.get(benchmark_key)
+    notes: list[str] = []
+    if primary and primary in used_metrics:
+        other = "SEGM (mask mAP)" if benchmark_key == "maskrcnn" else "CLIP score"
+        notes.append(f"This benchmark logs more than one quality metric; the chart plots the primary one, "
+                     f"{primary}, and leaves out the {other}.")
+        label = PRIMARY_LABELS.get(primary, primary)
+    elif used_metrics:
+        notes.append(f"The logged value is a set of metrics; the chart plots {', '.join(sorted(used_metrics))}.")
+    if axis == "minutes":
+        notes.append("The logs record neither epoch nor samples for the evaluations: x is minutes since run_start.")
+    if skipped:
+        notes.append(f"{skipped} evaluation point(s) without a numeric value or {axis} are left out.")
+    if target_direction == "lower":
+        notes.append("Lower is better for this metric: a run converges when it falls to the target.")
+    layout = _layout(title, xaxis={"title": {"text": AXIS_TITLES[axis]}}, yaxis={"title": {"text": label}})
+    if not xs:
+        _empty(layout, "No evaluations logged")
+    return Chart(figure={"data": traces, "layout": layout}, notes=notes,
+                 columns=["Run", "In score", "Evaluations", "Last value", "Reached target"], rows=rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scaling efficiency within a system family
+
+
+def scaling_efficiency(points: Sequence[ResultPoint]) -> list[ScalingRow]:
+    """Speedup and efficiency of each size of a family against its smallest size.
+
+    A family is one submitter's systems with one accelerator model (the caller passes one benchmark,
+    round and division). Where a family has several results at one size, the fastest stands for it.
+    speedup = t(n_min) / t(n); efficiency = speedup / (n / n_min). Families with one size are left out.
+    """
+    families: dict[tuple[str, str], dict[int, ResultPoint]] = defaultdict(dict)
+    for point in _scored(points):
+        if not point.accelerators or not point.accelerator_model:
+            continue
+        sizes = families[(point.submitter, point.accelerator_model)]
+        held = sizes.get(point.accelerators)
+        if held is None or point.minutes < held.minutes:  # type: ignore[operator]
+            sizes[point.accelerators] = point
+    rows: list[ScalingRow] = []
+    for (submitter, model), sizes in sorted(families.items()):
+        if len(sizes) < 2:
+            continue
+        smallest = min(sizes)
+        base = sizes[smallest].minutes
+        assert base is not None
+        for n in sorted(sizes):
+            point = sizes[n]
+            assert point.minutes is not None
+            speedup = base / point.minutes
+            rows.append(ScalingRow(family=f"{submitter} · {model}", point=point, accelerators=n, smallest=smallest,
+                                   speedup=speedup, efficiency=speedup / (n / smallest)))
+    return rows
+
+
+def scaling_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
+    rows = scaling_efficiency(points)
+    families = list(dict.fromkeys(r.family for r in rows))
+    colours = _colours(families)
+    traces: list[dict[str, Any]] = []
+    for family in families:
+        mine = [r for r in rows if r.family == family]
+        colour = colours[family]
+        data = [[r.point.url, r.point.system, r.point.minutes, r.speedup, r.efficiency * 100] for r in mine]
+        hover = ("<b>%{customdata[1]}</b><br>%{x} accelerators, %{customdata[2]:.2f} min<br>"
+                 "speedup ×%{customdata[3]:.2f}, efficiency %{customdata[4]:.1f}%<extra>" + family + "</extra>")
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": family, "legendgroup": family,
+            "x": [r.accelerators for r in mine], "y": [r.speedup for r in mine], "yaxis": "y",
+            "customdata": data, "hovertemplate": hover, "line": {"color": colour}, "marker": {"color": colour},
+        })
+        traces.append({
+            "type": "scatter", "mode": "lines", "name": f"{family}: ideal (linear) speedup", "legendgroup": family,
+            "showlegend": False, "x": [r.accelerators for r in mine], "y": [r.accelerators / r.smallest for r in mine],
+            "yaxis": "y", "hoverinfo": "skip", "line": {"color": colour, "dash": "dot", "width": 1},
+        })
+        traces.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{family}: efficiency", "legendgroup": family,
+            "showlegend": False, "x": [r.accelerators for r in mine], "y": [r.efficiency * 100 for r in mine],
+            "yaxis": "y2", "customdata": data, "hovertemplate": hover, "line": {"color": colour},
+            "marker": {"color": colour, "symbol": "square"},
+        })
+    layout = _layout(
+        title,
+        xaxis={"type": "log", "anchor": "y2", "title": {"text": "Accelerators (log scale)"}},
+        yaxis={"type": "log", "domain": [0.55, 1], "title": {"text": "Speedup vs. smallest size"}},
+        yaxis2={"domain": [0, 0.45], "anchor": "x", "rangemode": "tozero",
+                "title": {"text": "Efficiency, %"}},
+        shapes=[{"type": "line", "xref": "paper", "yref": "y2", "x0": 0, "x1": 1, "y0": 100, "y1": 100,
+                 "line": {"dash": "dot", "color": "#999999"}}],
+        height=560,
+    )
+    notes = ["Derived — not an official score. Each family is one submitter's systems with one accelerator "
+             "model; speedup and efficiency are against the family's smallest size (dotted: ideal linear "
+             "speedup, 100 % efficiency)."]
+    if not rows:
+        _empty(layout, "No family with results at two or more sizes")
+    table = [[r.family, r.point.system, str(r.accelerators), _minutes(r.point.minutes), f"{r.speedup:.2f}",
+              f"{r.efficiency * 100:.1f}%"] for r in rows]
+    return Chart(figure={"data": traces, "layout": layout}, notes=notes,
+                 columns=["Family (submitter · accelerator)", "System", "Accelerators", "Time to train (min)",
+                          "Speedup", "Efficiency"], rows=table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run-to-run spread
+
+
+def _unique_labels(points: Sequence[ResultPoint]) -> list[str]:
+    labels: list[str] = []
+    for p in points:
+        label = f"{_point_label(p)} ({_count(p.accelerators)})"
+        labels.append(label if label not in labels else f"{label} #{p.id}")
+    return labels
+
+
+def spread_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
+    """The coefficient of variation of each result's successful run times, sorted from the steadiest."""
+    with_cv = sorted((p for p in points if p.runs_cv is not None and math.isfinite(p.runs_cv)),
+                     key=lambda p: (p.runs_cv, _point_label(p), p.id))
+    without = [p for p in points if p.runs_cv is None]
+    labels = _unique_labels(with_cv)
+    traces: list[dict[str, Any]] = []
+    if with_cv:
+        traces.append({
+            "type": "bar", "orientation": "h", "name": "Run-to-run CV",
+            "x": [p.runs_cv * 100 for p in with_cv],  # type: ignore[operator]
+            "y": labels, "customdata": [[p.url, p.system, p.minutes] for p in with_cv],
+            "hovertemplate": "%{y}<br>CV %{x:.2f}%<br>score %{customdata[2]:.2f} min<extra></extra>",
+            "marker": {"color": PALETTE[0]},
+        })
+    layout = _layout(
+        title,
+        xaxis={"title": {"text": "Coefficient of variation of the successful runs' times, %"}, "rangemode": "tozero"},
+        yaxis={"type": "category", "automargin": True},
+        height=max(320, 26 * len(with_cv) + 140),
+        margin={"l": 220, "r": 30, "t": 60, "b": 60},
+    )
+    notes = ["Derived — not an official score. CV = sample standard deviation / mean of the times of all the "
+             "successful, compliant runs, the fastest and slowest that olympic scoring drops included "
+             "(Result.runs_cv)."]
+    if without:
+        notes.append(f"{len(without)} result(s) have fewer than two successful runs and no CV.")
+    if not with_cv:
+        _empty(layout, "No result with two or more successful runs")
+    rows = [[label, _minutes(p.minutes), f"{p.runs_cv * 100:.2f}%"]  # type: ignore[operator]
+            for label, p in zip(labels, with_cv, strict=True)]
+    return Chart(figure={"data": traces, "layout": layout}, notes=notes,
+                 columns=["Result (accelerators)", "Score (min)", "Run-to-run CV"], rows=rows)
+
+
+def run_times_chart(runs: Sequence[RunTime], *, raw_score: float | None, title: str) -> Chart:
+    """The time to train of each run of one result: runs in the olympic mean filled, dropped runs open."""
+    ordered = sorted(runs, key=lambda r: r.position)
+    timed = [r for r in ordered if _number(r.minutes) is not None]
+    traces: list[dict[str, Any]] = []
+    for name, pick, symbol in [("In the olympic mean", lambda r: not r.dropped, "circle"),
+                               ("Dropped (fastest, slowest or failed)", lambda r: bool(r.dropped), "circle-open")]:
+        mine = [r for r in timed if pick(r)]
+        if mine:
+            traces.append({
+                "type": "scatter", "mode": "markers", "name": name, "x": [r.position + 1 for r in mine],
+                "y": [r.minutes for r in mine],
+                "customdata": [[DROPPED_LABELS.get(r.dropped, "in the olympic mean")] for r in mine],
+                "hovertemplate": "Run %{x}: %{y:.2f} min<br>%{customdata[0]}<extra></extra>",
+                "marker": {"size": 11, "symbol": symbol, "color": PALETTE[0] if not mine[0].dropped else "#999999",
+                           "line": {"width": 2}},
+            })
+    if raw_score is not None and ordered:
+        traces.append({
+            "type": "scatter", "mode": "lines", "name": f"Olympic mean ({raw_score:.2f} min)",
+            "x": [0.5, len(ordered) + 0.5], "y": [raw_score, raw_score], "hoverinfo": "name",
+            "line": {"color": TARGET_COLOUR, "dash": "dot"},
+        })
+    layout = _layout(title, xaxis={"title": {"text": "Run"}, "dtick": 1},
+                     yaxis={"title": {"text": "Time to train, minutes"}})
+    notes = []
+    untimed = [r for r in ordered if _number(r.minutes) is None]
+    if untimed:
+        notes.append(f"No time to train for run(s) {', '.join(str(r.position + 1) for r in untimed)} "
+                     "(run_start or run_stop missing).")
+    if not timed:
+        _empty(layout, "No run has a time to train")
+    rows = [[str(r.position + 1), _minutes(r.minutes), DROPPED_LABELS.get(r.dropped, "in the olympic mean")]
+            for r in ordered]
+    return Chart(figure={"data": traces, "layout": layout}, notes=notes,
+                 columns=["Run", "Time to train (min)", "In score"], rows=rows)

@@ -1,0 +1,185 @@
+"""Query-string filters of the public read API (django-filter), one FilterSet per endpoint.
+
+Every filter narrows a queryset that is already limited by the embargo rule (ingest.visibility);
+none of them can widen it. Unknown choices and malformed numbers answer 400, not an empty list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import F, OrderBy, Q, QuerySet
+from django_filters import rest_framework as df
+
+from ingest.models import Finding, Organization, Result, Run, System
+from ingest.visibility import visibility_q
+from leaderboard.models import Benchmark, Round
+
+
+class NullsLastOrderingFilter(df.OrderingFilter):
+    """`?ordering=score,-accelerators` over a whitelist; missing values always sort last.
+
+    SQLite puts NULL first and PostgreSQL last when ascending: without this, "fastest first" would
+    open with the results that have no score on one database and not on the other. The primary key
+    breaks ties, so that pages never repeat or skip a row.
+    """
+
+    def get_ordering_value(self, param: str) -> OrderBy:  # type: ignore[override]
+        descending = param.startswith("-")
+        name = param[1:] if descending else param
+        field = F(self.param_map.get(name, name))
+        return field.desc(nulls_last=True) if descending else field.asc(nulls_last=True)
+
+    def filter(self, qs: QuerySet[Any], value: list[str] | None) -> QuerySet[Any]:
+        if not value:
+            return qs
+        return qs.order_by(*[self.get_ordering_value(param) for param in value], "pk")
+
+
+def _number(field_name: str, lookup: str, help_text: str) -> df.NumberFilter:
+    return df.NumberFilter(field_name=field_name, lookup_expr=lookup, help_text=help_text)
+
+
+class ResultFilter(df.FilterSet):
+    round = df.CharFilter(field_name="round__slug", help_text="Round slug, e.g. training-v4.0")
+    benchmark = df.CharFilter(field_name="benchmark_key", help_text="Benchmark key as mlperf-logging names it, "
+                                                                    "e.g. resnet, bert, llama2_70b_lora")
+    division = df.ChoiceFilter(choices=System.DIVISIONS)
+    category = df.ChoiceFilter(choices=System.CATEGORIES)
+    system_type = df.ChoiceFilter(choices=System.SYSTEM_TYPES)
+    verdict = df.ChoiceFilter(choices=Result.VERDICTS)
+    submitter = df.CharFilter(method="filter_submitter",
+                              help_text="Submitter name (case-insensitive, exact) or organization slug")
+    system = df.CharFilter(field_name="system_slug", help_text="System slug (the systems/<slug>.json file name)")
+    accelerator_model = df.CharFilter(field_name="accelerator_model", lookup_expr="icontains",
+                                      help_text="Part of the accelerator model name, case-insensitive")
+    framework = df.CharFilter(field_name="framework", lookup_expr="icontains",
+                              help_text="Part of the framework string, case-insensitive")
+    accelerators_min = _number("accelerator_count", "gte", "At least this many accelerators")
+    accelerators_max = _number("accelerator_count", "lte", "At most this many accelerators")
+    has_score = df.BooleanFilter(method="filter_has_score",
+                                 help_text="true: only results with an official score; false: only those without")
+    all_versions = df.BooleanFilter(method="keep", help_text="true: also superseded versions "
+                                                            "(default: only the current version of each result)")
+    ordering = NullsLastOrderingFilter(
+        fields=(
+            ("score", "score"),
+            ("raw_score", "raw_score"),
+            ("accelerator_count", "accelerators"),
+            ("host_count", "hosts"),
+            ("accelerator_minutes", "accelerator_minutes"),
+            ("host_minutes", "host_minutes"),
+            ("cloud_scale_minutes", "cloud_scale_minutes"),
+            ("energy_kwh", "energy_kwh"),
+            ("cost_to_train", "cost_to_train"),
+            ("runs_cv", "runs_cv"),
+            ("submitter", "submitter"),
+            ("system_name", "system_name"),
+            ("benchmark_key", "benchmark"),
+            ("round__publication_date", "round"),
+            ("created_at", "created_at"),
+            ("id", "id"),
+        ),
+        help_text="Comma-separated fields, '-' for descending; missing values sort last",
+    )
+
+    class Meta:
+        model = Result
+        fields: list[str] = []
+
+    def filter_submitter(self, queryset: QuerySet[Result], name: str, value: str) -> QuerySet[Result]:
+        return queryset.filter(Q(submitter__iexact=value) | Q(organization__slug=value))
+
+    def filter_has_score(self, queryset: QuerySet[Result], name: str, value: bool) -> QuerySet[Result]:
+        return queryset.filter(score__isnull=not value)
+
+    def keep(self, queryset: QuerySet[Any], name: str, value: bool) -> QuerySet[Any]:
+        return queryset  # read in filter_queryset: its absence must filter too
+
+    def filter_queryset(self, queryset: QuerySet[Result]) -> QuerySet[Result]:
+        queryset = super().filter_queryset(queryset)
+        if not self.form.cleaned_data.get("all_versions"):
+            queryset = queryset.filter(is_current=True)
+        return queryset
+
+
+class RoundFilter(df.FilterSet):
+    ruleset = df.CharFilter(help_text="mlperf-logging ruleset, e.g. 4.0.0")
+    usage = df.CharFilter(help_text="training")
+    ordering = NullsLastOrderingFilter(
+        fields=(("publication_date", "publication_date"), ("slug", "slug"), ("ruleset", "ruleset")),
+        help_text="Comma-separated fields, '-' for descending",
+    )
+
+    class Meta:
+        model = Round
+        fields: list[str] = []
+
+
+class BenchmarkFilter(df.FilterSet):
+    round = df.CharFilter(field_name="round__slug", help_text="Round slug")
+    key = df.CharFilter(help_text="Benchmark key, e.g. resnet")
+    area = df.CharFilter(lookup_expr="iexact", help_text="e.g. Vision, Language")
+
+    class Meta:
+        model = Benchmark
+        fields: list[str] = []
+
+
+class OrganizationFilter(df.FilterSet):
+    round = df.CharFilter(method="filter_round", help_text="Only organizations with results in this round (slug)")
+
+    class Meta:
+        model = Organization
+        fields: list[str] = []
+
+    def filter_round(self, queryset: QuerySet[Organization], name: str, value: str) -> QuerySet[Organization]:
+        # Through the caller's visible results only: filtering on all results would tell an anonymous
+        # caller which organizations submitted to a round that is still under embargo.
+        user = self.request.user if self.request is not None else AnonymousUser()
+        visible = Result.objects.current().filter(visibility_q(user), round__slug=value)
+        return queryset.filter(pk__in=visible.values("organization_id"))
+
+
+class SystemFilter(df.FilterSet):
+    round = df.CharFilter(field_name="round__slug", help_text="Round slug")
+    organization = df.CharFilter(field_name="organization__slug", help_text="Organization slug")
+    slug = df.CharFilter(help_text="System slug (the systems/<slug>.json file name)")
+    division = df.ChoiceFilter(choices=System.DIVISIONS)
+    category = df.ChoiceFilter(choices=System.CATEGORIES)
+    system_type = df.ChoiceFilter(choices=System.SYSTEM_TYPES)
+    accelerator_model = df.CharFilter(field_name="accelerator_model_name", lookup_expr="icontains",
+                                      help_text="Part of the accelerator model name, case-insensitive")
+    framework = df.CharFilter(lookup_expr="icontains", help_text="Part of the framework string, case-insensitive")
+    accelerators_min = _number("accelerator_count", "gte", "At least this many accelerators")
+    accelerators_max = _number("accelerator_count", "lte", "At most this many accelerators")
+    ordering = NullsLastOrderingFilter(
+        fields=(("name", "name"), ("accelerator_count", "accelerators"), ("number_of_nodes", "nodes"),
+                ("created_at", "created_at")),
+        help_text="Comma-separated fields, '-' for descending; missing values sort last",
+    )
+
+    class Meta:
+        model = System
+        fields: list[str] = []
+
+
+class RunFilter(df.FilterSet):
+    result = df.NumberFilter(field_name="result_id", help_text="Result id")
+    counted = df.BooleanFilter(help_text="true: only the runs the score counts")
+
+    class Meta:
+        model = Run
+        fields: list[str] = []
+
+
+class FindingFilter(df.FilterSet):
+    result = df.NumberFilter(field_name="result_id", help_text="Result id")
+    run = df.NumberFilter(field_name="run_id", help_text="Run id")
+    severity = df.ChoiceFilter(choices=Finding.SEVERITIES)
+    checker = df.CharFilter(help_text="compliance, system_desc, seed, rcp, run_count, …")
+
+    class Meta:
+        model = Finding
+        fields: list[str] = []
