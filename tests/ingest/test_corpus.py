@@ -110,6 +110,15 @@ def test_power_stop_at_start_is_reported_not_silently_patched(imported) -> None:
     fixed = [f for r in results for f in r.findings.filter(checker="power", rule="power_measurement_stop")]
     assert fixed, "the tool divides by zero on these logs; Podium must say it applied the missing-stop rule"
     assert all("last power reading" in f.message and f.line for f in fixed)
+    assert all(r.energy_kwh is not None and r.energy_kwh > 0 for r in results)
+
+
+@pytest.mark.corpus
+@pytest.mark.django_db
+def test_results_without_power_logs_have_no_energy_rather_than_zero(imported) -> None:
+    without = [r for key, r in imported.items() if key[1] != "smc-ac-power"]
+    assert without and all(r.energy_j is None and r.energy_kwh is None for r in without)
+    assert all(run.energy_j is None for r in without for run in r.runs.all())
 
 
 @pytest.mark.corpus
