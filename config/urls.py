@@ -16,5 +16,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
     path("", include("ingest.urls")),
+    path("", include("reviews.urls")),
     path("", include("leaderboard.urls")),
 ]

@@ -134,8 +134,8 @@ class Submission(models.Model):
 
 class ResultQuerySet(models.QuerySet["Result"]):
     def current(self) -> ResultQuerySet:
-        """The latest version of every (system, benchmark): what tables show."""
-        return self.filter(is_current=True)
+        """The latest version of every (system, benchmark), unless a chair withdrew it: what tables show."""
+        return self.filter(is_current=True, withdrawn_at__isnull=True)
 
     def published(self, now: timezone.datetime | None = None) -> ResultQuerySet:
         return self.filter(round__publication_date__lte=now or timezone.now())
@@ -149,11 +149,12 @@ class Result(models.Model):
 
     VERIFIED, NONCOMPLIANT = "verified", "noncompliant"
     VERDICTS = [(VERIFIED, "Verified"), (NONCOMPLIANT, "Noncompliant")]
-    SCALING_JSON, SCALING_RCP, SCALING_NONE = "scaling_json", "rcp", "none"
+    SCALING_JSON, SCALING_RCP, SCALING_NONE, SCALING_REVIEW = "scaling_json", "rcp", "none", "review"
     SCALING_SOURCES = [
         (SCALING_JSON, "scaling.json in the bundle"),
         (SCALING_RCP, "RCP normalization computed by mlperf-logging"),
         (SCALING_NONE, "none"),
+        (SCALING_REVIEW, "applied by the round's chair after review"),
     ]
 
     submission = models.ForeignKey(Submission, on_delete=models.PROTECT, related_name="results")
@@ -205,6 +206,10 @@ class Result(models.Model):
     # A new version of the same (system, benchmark) clears is_current on the old one before it is
     # inserted, so the partial unique constraint below never sees two current rows.
     is_current = models.BooleanField(default=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True, help_text="Set when a chair withdraws it")
+    borrowed_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="lent_to",
+                                      help_text="The result whose hyperparameters this version borrowed")
     superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                       related_name="supersedes")
     created_at = models.DateTimeField(default=timezone.now)

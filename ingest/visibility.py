@@ -26,10 +26,21 @@ def member_organization_ids(user: User) -> set[int]:
     return set(user.memberships.values_list("organization_id", flat=True))  # type: ignore[union-attr]
 
 
-def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None = None) -> Q:
-    """Filter for any model with `round` and `organization` (or reached through `prefix`)."""
+# A result with a flag no chair has decided yet stays out of the public record after publication.
+UNRESOLVED_FLAG_STATES = ("open", "answered")
+
+
+def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None = None,
+                 flags: str | None = None) -> Q:
+    """Filter for any model with `round` and `organization` (or reached through `prefix`).
+
+    `flags` is the path to the result's review flags (e.g. "flags" for a Result): when given, a
+    result whose flag is still undecided is not public even after publication.
+    """
     now = now or timezone.now()
     published = Q(**{f"{prefix}round__publication_date__lte": now})
+    if flags:
+        published &= ~Q(**{f"{flags}__state__in": UNRESOLVED_FLAG_STATES})
     if not user.is_authenticated:
         return published
     if user.is_staff:  # type: ignore[union-attr]

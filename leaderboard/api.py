@@ -495,7 +495,7 @@ class ResultApi(ReadApi):
     filterset_class = api_filters.ResultFilter
 
     def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user)
+        return visibility_q(self.request.user, flags="flags")
 
     def get_queryset(self) -> QuerySet[Result]:
         # One row per result: the facts and derived figures are columns of Result itself.
@@ -552,7 +552,7 @@ class RunApi(ReadApi):
     filterset_class = api_filters.RunFilter
 
     def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, prefix="result__")
+        return visibility_q(self.request.user, prefix="result__", flags="result__flags")
 
     def get_queryset(self) -> QuerySet[Run]:
         return (Run.objects.filter(self.rule()).select_related("result__round", "result__submission")
@@ -582,7 +582,7 @@ class FindingApi(ReadApi):
     filterset_class = api_filters.FindingFilter
 
     def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, prefix="result__")
+        return visibility_q(self.request.user, prefix="result__", flags="result__flags")
 
     def get_queryset(self) -> QuerySet[Finding]:
         return Finding.objects.filter(self.rule()).select_related("result__round").order_by("result_id", "pk")

@@ -29,6 +29,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
+    from reviews.access import is_chair  # reviews builds on leaderboard, not the other way round
+
     round_ = get_object_or_404(selectors.visible_rounds(request.user), slug=slug)
     view = TableView.from_query(request.GET)
 
@@ -40,6 +42,7 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
             "facets": [("division", "Division", DIVISIONS), ("category", "Category", CATEGORIES),
                        ("system_type", "System type", SYSTEM_TYPES)],
             "choices": build_choices(round_, request.user),
+            "is_chair": request.user.is_authenticated and is_chair(request.user, round_),
         }, request=request)
 
     # A visitor who is signed in may see embargoed results of their own (never shared), and a page
@@ -99,10 +102,13 @@ def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .exclude(pk=result.pk)
         .order_by("-created_at")
     )
+    from reviews.selectors import result_review  # reviews builds on leaderboard, not the other way round
+
     return render(
         request,
         "leaderboard/result.html",
         {
+            **result_review(request.user, result),
             "result": result,
             "runs": runs,
             "item_findings": item_findings,

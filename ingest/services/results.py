@@ -262,3 +262,55 @@ def result_store(*, submission: Submission, report: ItemReport, actor_label: str
         after={"score": result.score, "verdict": result.verdict, "digest": result.digest},
     )
     return result
+
+
+RESULT_FIGURES = ("score", "scaling_factor", "scaling_source", "accelerator_minutes", "host_minutes",
+                  "cloud_scale_minutes", "energy_kwh", "cost_to_train")
+
+
+@transaction.atomic
+def result_rescale(*, result: Result, factor: float, actor: AbstractBaseUser, reason: str) -> Result:
+    """A review decision's scaling factor: the score and every figure derived from it follow."""
+    if not factor > 0:
+        raise ValueError("a scaling factor must be a positive number")
+    result = Result.objects.select_for_update().get(pk=result.pk)
+    before = {name: getattr(result, name) for name in RESULT_FIGURES}
+    result.scaling_factor = factor
+    result.scaling_source = Result.SCALING_REVIEW
+    result.score = None if result.raw_score is None or result.no_score_reason else result.raw_score * factor
+    energy_j = None if result.energy_j is None or not before["scaling_factor"] else \
+        result.energy_j / before["scaling_factor"] * factor
+    figures = derived(score=result.score, accelerators=result.accelerator_count, hosts=result.host_count,
+                      host_processors=result.host_processor_count, host_memory_gb=result.host_memory_gb,
+                      energy_j=energy_j, price=result.price_per_hour)
+    result.energy_j = energy_j
+    for name in ("accelerator_minutes", "host_minutes", "cloud_scale_minutes", "energy_kwh", "cost_to_train"):
+        setattr(result, name, getattr(figures, name))
+    result.save(update_fields=[*RESULT_FIGURES, "energy_j"])
+    audit_record(actor=actor, actor_label=actor.get_username(), action="result.rescale", subject=result,
+                 before=db_safe(before), after={**db_safe({n: getattr(result, n) for n in RESULT_FIGURES}),
+                                                "reason": reason})
+    return result
+
+
+@transaction.atomic
+def result_set_division(*, result: Result, division: str, actor: AbstractBaseUser, reason: str) -> Result:
+    result = Result.objects.select_for_update().get(pk=result.pk)
+    before = result.division
+    result.division = division
+    result.save(update_fields=["division"])
+    audit_record(actor=actor, actor_label=actor.get_username(), action="result.division", subject=result,
+                 before={"division": before}, after={"division": division, "reason": reason})
+    return result
+
+
+@transaction.atomic
+def result_withdraw(*, result: Result, actor: AbstractBaseUser, reason: str) -> Result:
+    result = Result.objects.select_for_update().get(pk=result.pk)
+    if result.withdrawn_at is None:
+        result.withdrawn_at = timezone.now()
+        result.save(update_fields=["withdrawn_at"])
+        audit_record(actor=actor, actor_label=actor.get_username(), action="result.withdraw", subject=result,
+                     before={"withdrawn_at": None}, after={"withdrawn_at": result.withdrawn_at.isoformat(),
+                                                           "reason": reason})
+    return result

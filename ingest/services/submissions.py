@@ -28,6 +28,7 @@ from ingest.engine.tree import items_of
 from ingest.engine.verify import verify_item
 from ingest.models import Organization, Result, Submission
 from ingest.services.results import audit_record, result_store, submission_finish
+from ingest.signals import submission_finished
 from leaderboard.models import Round
 
 log = logging.getLogger("podium.submissions")
@@ -77,10 +78,17 @@ class UploadOutcome:
 
 
 def submission_upload(*, user: AbstractBaseUser, organization: Organization, round_: Round, archive: Path,
-                      original_name: str) -> UploadOutcome:
-    """Check an uploaded archive, store it, and queue its verification after the commit."""
-    if not round_.accepts_uploads():
-        raise UploadRefused(f"{round_.name} is in its {round_.phase()} phase; it accepts uploads only while open.")
+                      original_name: str, during_review: bool = False) -> UploadOutcome:
+    """Check an uploaded archive, store it, and queue its verification after the commit.
+
+    `during_review` is for the review app only: a resubmission answering a flag, or a borrowing,
+    which the rules allow after the deadline; the caller has checked that it is one.
+    """
+    phase = round_.phase()
+    allowed = phase == Round.OPEN or (during_review and phase == Round.REVIEW)
+    if not allowed:
+        raise UploadRefused(f"{round_.name} is in its {phase} phase; it accepts uploads only while open"
+                            + ("" if during_review else " (during review only to answer a flag or to borrow)"))
     limits = upload_limits()
     size = archive.stat().st_size
     if size > limits.max_bundle_bytes:
@@ -179,6 +187,8 @@ def submission_verify(*, submission_id: int) -> str:
         return Submission.ERROR
     finished = submission_finish(submission=submission, actor_label=WORKER)
     _supersede_older(finished)
+    submission_finished.send(sender=Submission, submission=finished)
+    finished.refresh_from_db()
     submission_notify(submission=finished)
     return finished.state
 
@@ -211,6 +221,7 @@ def submission_fail(*, submission_id: int, detail: str) -> None:
         submission.save(update_fields=["state", "finished_at", "error_detail"])
         audit_record(actor_label=WORKER, action="submission.state", subject=submission, before=before,
                      after={"state": Submission.ERROR})
+    submission_finished.send(sender=Submission, submission=submission)
     submission_notify(submission=submission)
 
 

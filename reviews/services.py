@@ -1,0 +1,277 @@
+"""Writes of the review: flags, comments, decisions, resubmissions and borrowings, each audited."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ingest.engine.findings import ERROR
+from ingest.engine.findings import Finding as EngineFinding
+from ingest.models import Finding, Organization, Result, Submission
+from ingest.services.results import (
+    audit_record,
+    db_safe,
+    result_rescale,
+    result_set_division,
+    result_withdraw,
+)
+from ingest.services.submissions import UploadRefused, submission_upload
+from leaderboard.models import Round
+from reviews import access
+from reviews.borrowing import Entry, check_borrowing
+from reviews.models import Borrowing, Comment, Flag, Notification
+
+
+class ReviewError(ValueError):
+    """The action is not possible as asked; the message says why."""
+
+
+def _actor(user: AbstractBaseUser) -> dict[str, object]:
+    return {"actor": user, "actor_label": user.get_username()}
+
+
+def notify_organization(*, organization: Organization, text: str, url: str) -> None:
+    """In-app notification and e-mail to every member of an organization."""
+    users = [m.user for m in organization.memberships.select_related("user")]
+    unique = {u.pk: u for u in users}.values()
+    Notification.objects.bulk_create([Notification(user=u, text=text[:300], url=url) for u in unique])
+    recipients = sorted({u.email for u in unique if u.email})
+    if recipients:
+        send_mail(subject=f"[Podium] {text[:120]}", message=f"{text}\n\n{settings.PODIUM_BASE_URL}{url}\n",
+                  from_email=None, recipient_list=recipients, fail_silently=True)
+
+
+@transaction.atomic
+def flag_raise(*, user: AbstractBaseUser, result: Result, rule: str, description: str, anchor_file: str = "",
+               anchor_line: int | None = None, run_position: int | None = None) -> Flag:
+    organization = access.flag_raiser_organization(user, result)
+    if not rule.strip() or not description.strip():
+        raise ReviewError("Name the rule or check concerned and describe the problem.")
+    run = result.runs.filter(position=run_position).first() if run_position is not None else None
+    if run_position is not None and run is None:
+        raise ReviewError(f"The result has no run #{run_position + 1}.")
+    flag = Flag.objects.create(
+        round=result.round, result=result, run=run, raised_by=user, raised_by_organization=organization,
+        rule=rule.strip()[:200], description=description.strip(), anchor_file=anchor_file[:500],
+        anchor_line=anchor_line,
+    )
+    audit_record(**_actor(user), action="flag.create", subject=flag,
+                 after={"state": flag.state, "result": result.pk, "rule": flag.rule})
+    transaction.on_commit(lambda: notify_organization(
+        organization=result.organization, url=flag.get_absolute_url(),
+        text=f"{result.system_name or result.system_slug} / {result.benchmark_key} was flagged: {flag.rule}"))
+    return flag
+
+
+@transaction.atomic
+def flag_comment(*, user: AbstractBaseUser, flag: Flag, body: str, private: bool = False) -> Comment:
+    access.require(access.can_comment(user, flag), "Only the two organizations involved and the chairs comment.")
+    access.require(not private or access.can_decide(user, flag), "Only a chair keeps a comment private.")
+    if flag.state == Flag.RESOLVED:
+        raise ReviewError("The flag is resolved; the thread is closed.")
+    if not body.strip():
+        raise ReviewError("Write something.")
+    flag = Flag.objects.select_for_update().get(pk=flag.pk)
+    answering = access.can_answer(user, flag)
+    comment = Comment.objects.create(flag=flag, author=user, body=body.strip(), private=private,
+                                     organization_id=flag.result.organization_id if answering else
+                                     flag.raised_by_organization_id if not access.is_chair(user, flag.round)
+                                     else None)
+    audit_record(**_actor(user), action="comment.create", subject=comment,
+                 after={"flag": flag.pk, "private": private})
+    if answering and flag.state == Flag.OPEN:
+        flag.state = Flag.ANSWERED
+        flag.save(update_fields=["state", "updated_at"])
+        audit_record(**_actor(user), action="flag.state", subject=flag, before={"state": Flag.OPEN},
+                     after={"state": Flag.ANSWERED})
+    if not answering:
+        transaction.on_commit(lambda: notify_organization(
+            organization=flag.result.organization, url=flag.get_absolute_url(),
+            text=f"New comment on flag #{flag.pk} ({flag.rule})"))
+    return comment
+
+
+@transaction.atomic
+def flag_decide(*, user: AbstractBaseUser, flag: Flag, outcome: str, note: str = "",
+                scaling_factor: float | None = None) -> Flag:
+    access.require(access.can_decide(user, flag), "Only the round's chairs decide.")
+    flag = Flag.objects.select_for_update().select_related("result", "resubmission").get(pk=flag.pk)
+    if flag.state == Flag.RESOLVED:
+        raise ReviewError("The flag is already resolved.")
+    if outcome not in dict(Flag.OUTCOMES):
+        raise ReviewError(f"Unknown outcome {outcome!r}.")
+    reason = f"flag #{flag.pk}: {flag.rule}"
+    if outcome == Flag.FIXED:
+        if flag.resubmission is None or flag.resubmission.state not in (Submission.VERIFIED, Submission.NONCOMPLIANT,
+                                                                        Submission.SUPERSEDED):
+            raise ReviewError("'Fixed by resubmission' needs a verified resubmission linked to the flag.")
+    elif outcome == Flag.SCALED:
+        if scaling_factor is None or not math.isfinite(scaling_factor) or scaling_factor <= 0:
+            raise ReviewError("Give the scaling factor (a positive number) to apply.")
+        result_rescale(result=flag.result, factor=scaling_factor, actor=user, reason=reason)
+    elif outcome == Flag.MOVED_TO_OPEN:
+        result_set_division(result=flag.result, division="open", actor=user, reason=reason)
+    elif outcome == Flag.WITHDRAWN:
+        result_withdraw(result=flag.result, actor=user, reason=reason)
+    before = {"state": flag.state}
+    flag.state = Flag.RESOLVED
+    flag.outcome = outcome
+    flag.decision_note = note.strip()
+    flag.scaling_factor = scaling_factor if outcome == Flag.SCALED else None
+    flag.decided_by = user
+    flag.decided_at = timezone.now()
+    flag.save(update_fields=["state", "outcome", "decision_note", "scaling_factor", "decided_by", "decided_at",
+                             "updated_at"])
+    audit_record(**_actor(user), action="flag.decide", subject=flag, before=before,
+                 after={"state": Flag.RESOLVED, "outcome": outcome, "scaling_factor": flag.scaling_factor})
+    transaction.on_commit(lambda: notify_organization(
+        organization=flag.result.organization, url=flag.get_absolute_url(),
+        text=f"Flag #{flag.pk} on {flag.result.benchmark_key} decided: {flag.get_outcome_display()}"))
+    return flag
+
+
+def flag_resubmit(*, user: AbstractBaseUser, flag: Flag, archive: Path, original_name: str) -> Submission:
+    """A new version of the flagged result's bundle, uploaded in answer to the flag."""
+    access.require(access.can_answer(user, flag), "Only the flagged result's organization resubmits.")
+    if flag.state == Flag.RESOLVED:
+        raise ReviewError("The flag is resolved; there is nothing to answer.")
+    outcome = submission_upload(user=user, organization=flag.result.organization, round_=flag.round,
+                                archive=archive, original_name=original_name, during_review=True)
+    with transaction.atomic():
+        locked = Flag.objects.select_for_update().get(pk=flag.pk)
+        before = {"resubmission": locked.resubmission_id}
+        locked.resubmission = outcome.submission
+        if locked.state == Flag.OPEN:
+            locked.state = Flag.ANSWERED
+        locked.save(update_fields=["resubmission", "state", "updated_at"])
+        audit_record(**_actor(user), action="flag.resubmission", subject=locked, before=before,
+                     after={"resubmission": outcome.submission.pk, "state": locked.state})
+    return outcome.submission
+
+
+def borrowing_sources(entry: Result, user: AbstractBaseUser) -> list[Result]:
+    """Results of the same round and benchmark from other organizations, closest in scale first
+    (borrowing works best between systems of similar size)."""
+    from leaderboard.selectors import visible_results
+
+    candidates = list(
+        visible_results(user).current()
+        .filter(round=entry.round, benchmark_key=entry.benchmark_key, division=entry.division)
+        .exclude(organization=entry.organization).select_related("organization", "system")
+    )
+    mine = entry.accelerator_count or 0
+
+    def distance(other: Result) -> float:
+        theirs = other.accelerator_count or 0
+        return abs(math.log((theirs or 0.5) / (mine or 0.5)))
+
+    return sorted(candidates, key=lambda r: (distance(r), r.score if r.score is not None else math.inf))
+
+
+def borrowing_start(*, user: AbstractBaseUser, entry: Result, source: Result, archive: Path,
+                    original_name: str) -> Borrowing:
+    round_ = entry.round
+    access.require(entry.organization_id in access.answering_organization_ids(user),
+                   "Only the entry's organization borrows for it.")
+    if round_.phase() != Round.REVIEW:
+        raise ReviewError(f"Borrowing happens during the review phase; {round_.name} is {round_.phase()}.")
+    if not entry.is_current:
+        raise ReviewError("Borrow for the entry's current version.")
+    if (source.round_id, source.benchmark_key) != (round_.pk, entry.benchmark_key):
+        raise ReviewError("The source must be a result of the same round and benchmark.")
+    if source.organization_id == entry.organization_id:
+        raise ReviewError("The source must be another organization's result.")
+    if Borrowing.objects.filter(round=round_, organization=entry.organization, system_slug=entry.system_slug,
+                                benchmark_key=entry.benchmark_key).exists():
+        raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.")
+    try:
+        with transaction.atomic():
+            borrowing = Borrowing.objects.create(
+                round=round_, organization=entry.organization, system_slug=entry.system_slug,
+                benchmark_key=entry.benchmark_key, entry=entry, source=source, created_by=user)
+            audit_record(**_actor(user), action="borrowing.create", subject=borrowing,
+                         after={"entry": entry.pk, "source": source.pk, "state": borrowing.state})
+    except IntegrityError:
+        raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.") from None
+    try:
+        outcome = submission_upload(user=user, organization=entry.organization, round_=round_, archive=archive,
+                                    original_name=original_name, during_review=True)
+    except UploadRefused:
+        Borrowing.objects.filter(pk=borrowing.pk).delete()  # nothing was stored; the entry may try again
+        raise
+    with transaction.atomic():
+        Borrowing.objects.filter(pk=borrowing.pk).update(submission=outcome.submission)
+        borrowing.submission = outcome.submission
+        audit_record(**_actor(user), action="borrowing.submission", subject=borrowing,
+                     after={"submission": outcome.submission.pk})
+    return borrowing
+
+
+def _entry(result: Result, label: str) -> Entry:
+    return Entry(
+        label=label,
+        system_sha256=result.system.description_sha256,
+        runs=tuple((run.file, dict(run.hyperparameters)) for run in result.runs.order_by("position")),
+    )
+
+
+def borrowing_judge(*, borrowing: Borrowing) -> Borrowing:
+    """After the new bundle's verification: the borrowing rules decide whether the new version stands."""
+    submission = borrowing.submission
+    new = None if submission is None else submission.results.filter(
+        system_slug=borrowing.system_slug, benchmark_key=borrowing.benchmark_key).select_related("system").first()
+    entry = borrowing.entry
+    if new is None:
+        findings = [EngineFinding(ERROR, "borrowing", "layout",
+                                  f"the new bundle has no {borrowing.system_slug}/{borrowing.benchmark_key} result")]
+    else:
+        modifiable = entry.benchmark.modifiable_hyperparameters if entry.benchmark else []
+        findings = check_borrowing(
+            benchmark=borrowing.benchmark_key, modifiable=modifiable,
+            previous=_entry(entry, f"{entry.organization.name} {entry.system_slug} (previous version)"),
+            new=_entry(new, f"{entry.organization.name} {entry.system_slug} (new version)"),
+            source=_entry(borrowing.source, f"{borrowing.source.organization.name} {borrowing.source.system_slug}"),
+        )
+    with transaction.atomic():
+        locked = Borrowing.objects.select_for_update().get(pk=borrowing.pk)
+        if locked.state != Borrowing.PENDING:
+            return locked
+        if new is not None:
+            Finding.objects.bulk_create([
+                Finding(submission=submission, result=new, severity=f.severity, checker=f.check, rule=f.rule[:120],
+                        file=f.file[:500], line=f.line, message=db_safe(f.message), detail=db_safe(f.detail))
+                for f in findings])
+        refused = any(f.severity == ERROR for f in findings) or new is None
+        if new is not None and refused:
+            # A refused borrowing leaves the entry as it was: the previous version is current again.
+            Result.objects.filter(pk=new.pk).update(is_current=False, verdict=Result.NONCOMPLIANT)
+            Result.objects.filter(pk=entry.pk).update(is_current=True, superseded_by=None)
+        elif new is not None:
+            Result.objects.filter(pk=new.pk).update(borrowed_from=borrowing.source)
+        locked.state = Borrowing.REFUSED if refused else Borrowing.ACCEPTED
+        locked.result = new
+        locked.decided_at = timezone.now()
+        locked.save(update_fields=["state", "result", "decided_at"])
+        audit_record(actor_label="borrowing check", action="borrowing.state", subject=locked,
+                     before={"state": Borrowing.PENDING},
+                     after={"state": locked.state, "findings": [f"{f.rule}: {f.message}" for f in findings][:20]})
+    return locked
+
+
+def on_submission_finished(*, submission: Submission) -> None:
+    """Hooked to ingest's `submission_finished`: judge a borrowing, tell a flag its answer arrived."""
+    for borrowing in Borrowing.objects.filter(submission=submission, state=Borrowing.PENDING).select_related(
+            "entry__organization", "entry__benchmark", "entry__system", "source__organization", "source__system"):
+        if submission.state == Submission.ERROR:
+            continue  # a platform fault: the borrowing waits for the retry, it is not refused
+        borrowing_judge(borrowing=borrowing)
+    for flag in Flag.objects.filter(resubmission=submission).select_related("raised_by_organization"):
+        if flag.raised_by_organization is not None:
+            notify_organization(organization=flag.raised_by_organization, url=flag.get_absolute_url(),
+                                text=f"Flag #{flag.pk}: the resubmission is {submission.get_state_display().lower()}")
