@@ -6,13 +6,14 @@ from accounts.urls import auth_urlpatterns
 from config.health import healthz
 from ingest.urls import api_urlpatterns as ingest_api
 from leaderboard.api_urls import urlpatterns as leaderboard_api
+from reviews.urls import api_urlpatterns as reviews_api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include(auth_urlpatterns)),
     path("accounts/", include("accounts.urls")),
-    path("api/v1/", include(([*ingest_api, *leaderboard_api], "api"), namespace="api")),
+    path("api/v1/", include(([*ingest_api, *leaderboard_api, *reviews_api], "api"), namespace="api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
     path("", include("ingest.urls")),

@@ -4,7 +4,8 @@ A result (and its system, submission, runs, findings and files) is visible:
 - to everyone once its round is published;
 - before that, to members of its own organization;
 - during the round's review (deadline passed, not yet published), also to members of the round's
-  other submitting organizations and to the round's chairs;
+  other submitting organizations and to the round's chairs (who keep seeing it afterwards, to decide
+  flags that hold a result back from publication);
 - to site staff always.
 """
 
@@ -51,7 +52,9 @@ def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None 
     # organization whose only upload was refused by the checks does not get to review the others.
     submitted = in_review.filter(submissions__organization__in=orgs, submissions__state__in=SUBMITTED_STATES)
     review_rounds = set(submitted.values_list("id", flat=True)) | set(
-        in_review.filter(chairs=user).values_list("id", flat=True)
+        # Chairs keep seeing their rounds after publication: a result held back by an undecided
+        # flag is hidden from the public, and only a chair can decide it.
+        Round.objects.filter(chairs=user, submission_deadline__lte=now).values_list("id", flat=True)
     )
     return (
         published

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reviews import views
+from reviews import api, views
 
 app_name = "reviews"
 urlpatterns = [
@@ -12,4 +12,12 @@ urlpatterns = [
     path("flags/<int:pk>/resubmit/", views.flag_resubmit, name="flag_resubmit"),
     path("rounds/<str:slug>/review/", views.dashboard, name="dashboard"),
     path("notifications/", views.notifications, name="notifications"),
+]
+
+api_urlpatterns = [
+    path("flags/", api.FlagListApi.as_view(), name="review-flags"),
+    path("flags/<int:pk>/", api.FlagDetailApi.as_view(), name="review-flag"),
+    path("flags/<int:pk>/comments/", api.FlagCommentApi.as_view(), name="review-flag-comments"),
+    path("flags/<int:pk>/decision/", api.FlagDecisionApi.as_view(), name="review-flag-decision"),
+    path("borrowings/", api.BorrowingListApi.as_view(), name="review-borrowings"),
 ]

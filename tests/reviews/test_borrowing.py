@@ -35,6 +35,7 @@ from reviews.borrowing import (
     hyperparameter_diff,
     values_equal,
 )
+from tests.mllog_edit import rewrite_log as _rewrite_log
 
 ROUND = "training_results_v4.0"
 RULESET = "4.0.0"
@@ -77,30 +78,6 @@ def _copy_item(corpus_dir: Path, side: Side, dest: Path) -> Path:
 def _entry(org_dir: Path, side: Side, version: str) -> Entry:
     (item,) = [i for i in items_of(org_dir) if i.benchmark == side.benchmark]
     return entry_from_report(verify_item(item, RULESET), side.label(version))
-
-
-def _rewrite_log(path: Path, values: dict[str, Any]) -> None:
-    """Set the value of each key's :::MLLOG lines; every other byte of the file stays as it was."""
-    out = []
-    found = set()
-    for raw in path.read_bytes().splitlines(keepends=True):
-        at = raw.rfind(_TOKEN)
-        if at >= 0:
-            body = raw[at + len(_TOKEN):]
-            text = body.rstrip(b"\r\n")
-            try:
-                record = json.loads(text)
-            except ValueError:
-                record = None
-            if isinstance(record, dict) and record.get("key") in values:
-                # Re-serializing must reproduce the line, so that only the value changes.
-                assert json.dumps(record).encode() == text, raw
-                record["value"] = values[record["key"]]
-                raw = raw[: at + len(_TOKEN)] + json.dumps(record).encode() + body[len(text):]
-                found.add(record["key"])
-        out.append(raw)
-    assert found == set(values), f"{path.name} does not log {sorted(set(values) - found)}"
-    path.write_bytes(b"".join(out))
 
 
 @pytest.fixture(scope="module")
