@@ -227,7 +227,7 @@ def test_the_api_raises_comments_and_decides_with_the_same_permissions(review) -
 
 
 def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_commit_callbacks, tmp_path) -> None:
-    people, round_, acme, zeta, acme_folder = review
+    people, _round, acme, zeta, acme_folder = review
     modifiable = set(acme.benchmark.modifiable_hyperparameters)
     theirs = zeta.runs.first().hyperparameters
     mine = acme.runs.first().hyperparameters
@@ -256,7 +256,7 @@ def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_com
 def test_a_borrowing_that_changes_the_system_description_is_refused_and_the_entry_stays(
     review, django_capture_on_commit_callbacks, tmp_path
 ) -> None:
-    people, round_, acme, zeta, acme_folder = review
+    people, _round, acme, zeta, acme_folder = review
     system = acme_folder / "systems/atlas_lx4_n1.json"
     system.write_text(system.read_text().replace('"cooling": "', '"cooling": "water, '))
     archive = tmp_path / "bad.tar.gz"
