@@ -22,6 +22,9 @@ class ApiTokenAuthentication(BaseAuthentication):
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         header = get_authorization_header(request).split()
+        if header and header[0].lower() == b"bearer":
+            # Runner tokens work on the agent API only; here they must not pass as an anonymous call.
+            raise AuthenticationFailed("Runner tokens are accepted only by the agent API (/api/agent/v1/).")
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         if len(header) != 2:

@@ -160,6 +160,11 @@ PODIUM_VERIFY_MAX_ATTEMPTS = env_int("PODIUM_VERIFY_MAX_ATTEMPTS", 5, minimum=1)
 if PODIUM_VERIFY_DEADLINE.total_seconds() <= PODIUM_VERIFY_TIME_LIMIT:
     raise ImproperlyConfiguredEnv("PODIUM_VERIFY_DEADLINE must exceed PODIUM_VERIFY_TIME_LIMIT")
 
+# Reproduction runners: a lease is extended by each heartbeat; the sweeper re-queues a job whose
+# runner stopped beating for longer than the lease.
+PODIUM_RUNNER_LEASE = timedelta(seconds=env_int("PODIUM_RUNNER_LEASE", 60, minimum=5))
+PODIUM_RUNNER_HEARTBEAT = env_int("PODIUM_RUNNER_HEARTBEAT", 10, minimum=1)
+
 # Celery: with no broker configured the tasks run in-process (the embedded default).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL == ""
@@ -179,6 +184,7 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * PODIUM_VERIFY_TIME_LIMIT}
 CELERY_BEAT_SCHEDULE = {
     "sweep-submissions": {"task": "ingest.tasks.sweep_submissions", "schedule": 60.0},
+    "sweep-leases": {"task": "runners.tasks.sweep_leases", "schedule": 15.0},
 }
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -206,6 +212,7 @@ REST_FRAMEWORK = {
         "user": env_str("PODIUM_THROTTLE_USER", "600/minute"),
         "uploads": env_str("PODIUM_THROTTLE_UPLOADS", "60/hour"),
         "tokens": env_str("PODIUM_THROTTLE_TOKENS", "30/hour"),
+        "agent": env_str("PODIUM_THROTTLE_AGENT", "6000/minute"),
     },
 }
 SPECTACULAR_SETTINGS = {

@@ -203,6 +203,8 @@ class Result(models.Model):
     energy_kwh = models.FloatField(null=True, blank=True)
     cost_to_train = models.FloatField(null=True, blank=True)
     runs_cv = models.FloatField(null=True, blank=True, help_text="Coefficient of variation of the counted runs")
+    reproduction = models.CharField(max_length=12, blank=True,
+                                    help_text="Verdict of the newest judged reproduction: reproduced, mismatch, failed")
     # A new version of the same (system, benchmark) clears is_current on the old one before it is
     # inserted, so the partial unique constraint below never sees two current rows.
     is_current = models.BooleanField(default=True)

@@ -11,8 +11,9 @@ A result (and its system, submission, runs, findings and files) is visible:
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from leaderboard.models import Round
@@ -31,17 +32,30 @@ def member_organization_ids(user: User) -> set[int]:
 UNRESOLVED_FLAG_STATES = ("open", "answered")
 
 
+def held_results() -> QuerySet:
+    """Every version of an entry (round, organization, system, benchmark) with an undecided flag on
+    any of its versions: a resubmission in answer to a flag must not release the entry before the
+    chair decides."""
+    flag = apps.get_model("reviews", "Flag")
+    result = apps.get_model("ingest", "Result")
+    undecided = flag.objects.filter(
+        state__in=UNRESOLVED_FLAG_STATES, result__round=OuterRef("round"),
+        result__organization=OuterRef("organization"), result__system_slug=OuterRef("system_slug"),
+        result__benchmark_key=OuterRef("benchmark_key"))
+    return result.objects.filter(Exists(undecided)).values("pk")
+
+
 def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None = None,
-                 flags: str | None = None) -> Q:
+                 result: str | None = None) -> Q:
     """Filter for any model with `round` and `organization` (or reached through `prefix`).
 
-    `flags` is the path to the result's review flags (e.g. "flags" for a Result): when given, a
-    result whose flag is still undecided is not public even after publication.
+    `result` is the path to the Result itself ("pk" for a Result, "result" for a run): when given, a
+    result held by an undecided flag (see `held_results`) is not public even after publication.
     """
     now = now or timezone.now()
     published = Q(**{f"{prefix}round__publication_date__lte": now})
-    if flags:
-        published &= ~Q(**{f"{flags}__state__in": UNRESOLVED_FLAG_STATES})
+    if result:
+        published &= ~Q(**{f"{result}__in": held_results()})
     if not user.is_authenticated:
         return published
     if user.is_staff:  # type: ignore[union-attr]

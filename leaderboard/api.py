@@ -454,6 +454,10 @@ class ResultOutput(serializers.ModelSerializer):
     runs_cv = _derived("Coefficient of variation of the counted runs' times.")
     superseded_by = serializers.IntegerField(source="superseded_by_id", read_only=True, allow_null=True,
                                              help_text="Id of the version that replaced this one")
+    borrowed_from = serializers.IntegerField(source="borrowed_from_id", read_only=True, allow_null=True,
+                                             help_text="Id of the result whose hyperparameters this version borrowed")
+    reproduction = serializers.CharField(read_only=True, help_text="Newest judged reproduction: reproduced, "
+                                                                   "mismatch, failed, or empty (not reproduced)")
     runs_url = serializers.SerializerMethodField()
     findings_url = serializers.SerializerMethodField()
 
@@ -466,8 +470,8 @@ class ResultOutput(serializers.ModelSerializer):
             "runs_required", "runs_compliant", "olympic_k", "raw_score", "scaling_factor", "scaling_source",
             "score", "no_score_reason", "rcp_status", "rcp_message", "rcp_norm_factor", "verdict", "energy_j",
             "accelerator_minutes", "host_minutes", "cloud_scale", "cloud_scale_minutes", "energy_kwh",
-            "cost_to_train", "runs_cv", "tool_version", "is_current", "superseded_by", "created_at", "runs_url",
-            "findings_url",
+            "cost_to_train", "runs_cv", "tool_version", "is_current", "superseded_by", "borrowed_from",
+            "reproduction", "withdrawn_at", "created_at", "runs_url", "findings_url",
         ]
         read_only_fields = fields
 
@@ -495,7 +499,7 @@ class ResultApi(ReadApi):
     filterset_class = api_filters.ResultFilter
 
     def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, flags="flags")
+        return visibility_q(self.request.user, result="pk")
 
     def get_queryset(self) -> QuerySet[Result]:
         # One row per result: the facts and derived figures are columns of Result itself.
@@ -552,7 +556,7 @@ class RunApi(ReadApi):
     filterset_class = api_filters.RunFilter
 
     def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, prefix="result__", flags="result__flags")
+        return visibility_q(self.request.user, prefix="result__", result="result")
 
     def get_queryset(self) -> QuerySet[Run]:
         return (Run.objects.filter(self.rule()).select_related("result__round", "result__submission")
@@ -582,7 +586,7 @@ class FindingApi(ReadApi):
     filterset_class = api_filters.FindingFilter
 
     def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, prefix="result__", flags="result__flags")
+        return visibility_q(self.request.user, prefix="result__", result="result")
 
     def get_queryset(self) -> QuerySet[Finding]:
         return Finding.objects.filter(self.rule()).select_related("result__round").order_by("result_id", "pk")

@@ -138,7 +138,7 @@ class OrganizationFilter(df.FilterSet):
         # Through the caller's visible results only: filtering on all results would tell an anonymous
         # caller which organizations submitted to a round that is still under embargo.
         user = self.request.user if self.request is not None else AnonymousUser()
-        visible = Result.objects.current().filter(visibility_q(user, flags="flags"), round__slug=value)
+        visible = Result.objects.current().filter(visibility_q(user, result="pk"), round__slug=value)
         return queryset.filter(pk__in=visible.values("organization_id"))
 
 

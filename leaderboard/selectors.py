@@ -16,7 +16,7 @@ def visible_rounds(user: AbstractBaseUser | AnonymousUser) -> RoundQuerySet:
 
 
 def visible_results(user: AbstractBaseUser | AnonymousUser) -> ResultQuerySet:
-    return Result.objects.filter(visibility_q(user, flags="flags"))
+    return Result.objects.filter(visibility_q(user, result="pk"))
 
 
 def visible_systems(user: AbstractBaseUser | AnonymousUser):
@@ -24,7 +24,7 @@ def visible_systems(user: AbstractBaseUser | AnonymousUser):
 
 
 def rounds_overview(user: AbstractBaseUser | AnonymousUser) -> list[Round]:
-    visible = visibility_q(user, prefix="results__", flags="results__flags") & Q(results__is_current=True)
+    visible = visibility_q(user, prefix="results__", result="results") & Q(results__is_current=True)
     return list(
         visible_rounds(user)
         .annotate(

@@ -31,6 +31,22 @@ def benchmarks_sync(*, round: Round, benchmarks: list[BenchmarkInfo]) -> None:
         Benchmark.objects.update_or_create(round=round, key=info.key, defaults=_benchmark_fields(info, position))
 
 
+def extension_benchmark_add(*, round: Round, key: str) -> Benchmark:
+    """One of Podium's own benchmarks (engine/extensions) in a round, e.g. the reference benchmark."""
+    from ingest.engine.extensions import EXTENSIONS
+
+    ext = EXTENSIONS[key]
+    benchmark, _ = Benchmark.objects.update_or_create(round=round, key=key, defaults={
+        "name": ext.name, "area": ext.area, "task": ext.task, "model": ext.model, "dataset": ext.dataset,
+        "quality_metric": ext.quality_metric, "quality_target": ext.quality_target, "target_direction": "higher",
+        "target_text": ext.target_text, "required_runs": ext.required_runs, "olympic_k": ext.olympic_k,
+        "modifiable_hyperparameters": list(ext.modifiable_hyperparameters),
+        "source": "Podium reference benchmark (podium_reference/, ingest/engine/extensions/)",
+        "position": round.benchmarks.count(),
+    })
+    return benchmark
+
+
 @transaction.atomic
 def catalog_round_sync(*, info: RoundInfo, benchmarks: list[BenchmarkInfo]) -> Round:
     """Create or refresh an official round from the catalog. Dates an admin set are kept."""

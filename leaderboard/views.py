@@ -102,13 +102,16 @@ def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .exclude(pk=result.pk)
         .order_by("-created_at")
     )
-    from reviews.selectors import result_review  # reviews builds on leaderboard, not the other way round
+    from reviews.selectors import result_review  # reviews and runners build on leaderboard, not the reverse
+    from runners.views import may_request
 
     return render(
         request,
         "leaderboard/result.html",
         {
             **result_review(request.user, result),
+            "reproductions": result.reproductions.order_by("-created_at")[:10],
+            "may_reproduce": request.user.is_authenticated and may_request(request.user, result),
             "result": result,
             "runs": runs,
             "item_findings": item_findings,

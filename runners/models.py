@@ -1,2 +1,185 @@
+"""Reproduction on runners: agents on accelerator hosts that pull jobs over HTTP on leases.
 
-# Create your models here.
+The database is the record: a job is queued → leased (attempt n until its lease expires) → running
+(heartbeats extend the lease) → reproduced | mismatch | failed | cancelled. An expired lease puts
+the job back in the queue as attempt n+1, up to a maximum; a report from any attempt that is not the
+job's current one is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from ingest.models import Organization, Result, Run
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class Runner(models.Model):
+    """A host that runs reproduction jobs. Its labels are what it reported on its last claim."""
+
+    name = models.CharField(max_length=120, unique=True)
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, null=True, blank=True,
+                                     related_name="runners", help_text="Empty for the site operator's runners")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    accelerator_model = models.CharField(max_length=200, blank=True)
+    accelerator_count = models.PositiveIntegerField(default=0)
+    accelerator_memory_gb = models.FloatField(null=True, blank=True)
+    cpus = models.PositiveIntegerField(default=0)
+    memory_gb = models.FloatField(null=True, blank=True)
+    software = models.JSONField(default=dict, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return self.accelerator_count == 0
+
+
+class RunnerToken(models.Model):
+    """`prn_<prefix>_<secret>`: good for the agent API only, never for the public or submitter API."""
+
+    PREFIX = "prn"
+
+    runner = models.ForeignKey(Runner, on_delete=models.CASCADE, related_name="tokens")
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.runner} ({self.prefix}…)"
+
+    @classmethod
+    def new_secret(cls) -> tuple[str, str, str]:
+        prefix, secret = secrets.token_hex(4), secrets.token_urlsafe(30)
+        return prefix, secret, f"{cls.PREFIX}_{prefix}_{secret}"
+
+    @classmethod
+    def split(cls, raw: str) -> tuple[str, str] | None:
+        parts = raw.strip().split("_", 2)
+        if len(parts) != 3 or parts[0] != cls.PREFIX or not parts[1] or not parts[2]:
+            return None
+        return parts[1], parts[2]
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        return _digest(secret)
+
+    def matches(self, secret: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, _digest(secret))
+
+
+class JobQuerySet(models.QuerySet["ReproductionJob"]):
+    def queued(self) -> JobQuerySet:
+        return self.filter(state=ReproductionJob.QUEUED)
+
+    def active(self) -> JobQuerySet:
+        return self.filter(state__in=(ReproductionJob.LEASED, ReproductionJob.RUNNING))
+
+
+class ReproductionJob(models.Model):
+    CONVERGENCE, TIMING = "convergence", "timing"
+    KINDS = [(CONVERGENCE, "Convergence (any runner)"), (TIMING, "Timing (a runner like the submitted system)")]
+    QUEUED, LEASED, RUNNING = "queued", "leased", "running"
+    REPRODUCED, MISMATCH, FAILED, CANCELLED = "reproduced", "mismatch", "failed", "cancelled"
+    STATES = [(QUEUED, "Queued"), (LEASED, "Leased"), (RUNNING, "Running"), (REPRODUCED, "Reproduced"),
+              (MISMATCH, "Mismatch"), (FAILED, "Failed"), (CANCELLED, "Cancelled")]
+    FINAL = (REPRODUCED, MISMATCH, FAILED, CANCELLED)
+
+    result = models.ForeignKey(Result, on_delete=models.PROTECT, related_name="reproductions")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="reproductions")
+    kind = models.CharField(max_length=12, choices=KINDS)
+    module = models.CharField(max_length=200, help_text="What the agent runs (it must be on its allow-list)")
+    config = models.JSONField(default=dict, help_text="Hyperparameters and seed handed to the module")
+    accelerator_model = models.CharField(max_length=200, blank=True, help_text="Empty: any, CPU included")
+    accelerator_count = models.PositiveIntegerField(default=0)
+    time_limit_seconds = models.PositiveIntegerField(default=600)
+    deadline = models.DateTimeField(null=True, blank=True)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    state = models.CharField(max_length=12, choices=STATES, default=QUEUED)
+    verdict_detail = models.JSONField(default=dict, blank=True, help_text="The numbers behind the verdict")
+    failure_reason = models.CharField(max_length=300, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    current_attempt = models.ForeignKey("Attempt", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["state", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"Job #{self.pk} {self.kind} of result {self.result_id} ({self.state})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runners:job", args=[self.pk])
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL
+
+
+class Attempt(models.Model):
+    FINISHED, FAILED, CANCELLED, TIMEOUT, EXPIRED = "finished", "failed", "cancelled", "timeout", "expired"
+    OUTCOMES = [(FINISHED, "Finished"), (FAILED, "Failed"), (CANCELLED, "Cancelled"), (TIMEOUT, "Timed out"),
+                (EXPIRED, "Lease expired")]
+
+    job = models.ForeignKey(ReproductionJob, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    runner = models.ForeignKey(Runner, on_delete=models.PROTECT, related_name="attempts")
+    secret_hash = models.CharField(max_length=64)
+    accelerator_indexes = models.JSONField(default=list, blank=True)
+    leased_at = models.DateTimeField(default=timezone.now)
+    lease_expires_at = models.DateTimeField()
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    heartbeats = models.PositiveIntegerField(default=0)
+    progress = models.FloatField(null=True, blank=True)
+    log_tail = models.TextField(blank=True, help_text="The newest lines the job printed")
+    log_path = models.CharField(max_length=300, blank=True)
+    log_sha256 = models.CharField(max_length=64, blank=True)
+    log_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=OUTCOMES, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    output_tail = models.TextField(blank=True)
+    elapsed_seconds = models.FloatField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    answer = models.JSONField(default=dict, blank=True, help_text="What complete answered: repeats get the same")
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique")]
+
+    def __str__(self) -> str:
+        return f"Attempt {self.number} of job #{self.job_id}"
+
+    @staticmethod
+    def new_secret() -> tuple[str, str]:
+        secret = secrets.token_urlsafe(24)
+        return secret, _digest(secret)
+
+    def matches(self, secret: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, _digest(secret))
+
+    def lease_expired(self, now: timezone.datetime | None = None) -> bool:
+        return self.lease_expires_at <= (now or timezone.now())

@@ -119,12 +119,14 @@ class ComplianceOutcome:
     crash: str | None = None
 
 
-def check_compliance(path: Path, ruleset: str) -> ComplianceOutcome:
+def check_compliance(path: Path, ruleset: str, rules: Path | None = None) -> ComplianceOutcome:
+    """`rules`: an absolute path to a rules file of Podium's own (see engine/extensions), instead of
+    the ruleset's common.yaml; the checker joins it onto its package folder, which keeps it absolute."""
     with _captured():
         mlp_compliance.enqueued_configs.clear()
         checker = mlp_compliance.make_checker(usage=USAGE, ruleset=ruleset, quiet=False, werror=False)
         try:
-            valid = checker.check_file(str(path), f"{USAGE}_{ruleset}/common.yaml")
+            valid = checker.check_file(str(path), str(rules) if rules else f"{USAGE}_{ruleset}/common.yaml")
         except Exception as exc:
             return ComplianceOutcome(valid=None, errors=[], warnings=[], crash=_crash_text(exc))
         finally:

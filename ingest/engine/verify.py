@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.engine import rules, tool
+from ingest.engine.extensions import extension
 from ingest.engine.findings import ERROR, INFO, WARNING, Finding
 from ingest.engine.logparse import ParsedLog, excerpt, parse_log
 from ingest.engine.power import run_energy
@@ -225,6 +226,7 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
                 digest: str | None = None) -> ItemReport:
     system_bytes = source.system_json.read_bytes() if source.system_json else None
     facts = read_system_desc(system_bytes, source.system_rel, ruleset)
+    ext = extension(source.benchmark)
     report = ItemReport(
         org=source.org,
         system=source.system,
@@ -233,8 +235,8 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
         digest=digest or source.digest(ruleset),
         tool_version=tool.tool_version(),
         system_facts=facts,
-        required_runs=rules.required_runs(source.benchmark),
-        olympic_k=rules.olympic_k(source.benchmark),
+        required_runs=ext.required_runs if ext else rules.required_runs(source.benchmark),
+        olympic_k=ext.olympic_k if ext else rules.olympic_k(source.benchmark),
     )
     top, system_copy, copies = _scratch_copy(source, system_bytes, scratch_root)
     try:
@@ -243,7 +245,7 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
             judge_tool_verdict(facts, outcome.valid, outcome.reasons, outcome.crash, ruleset)
         report.findings.extend(facts.findings)
         report.findings.extend(source.layout_findings)
-        known = source.benchmark in rules.allowed_benchmarks(ruleset)
+        known = ext is not None or source.benchmark in rules.allowed_benchmarks(ruleset)
         if not known:
             report.findings.append(
                 Finding(ERROR, "layout", "benchmark", f"{source.benchmark!r} is not a benchmark of ruleset "
@@ -251,13 +253,14 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
             )
         for position, (path, copy) in enumerate(zip(source.result_files, copies, strict=True)):
             parsed = parse_log(path.read_bytes(), f"{source.rel_root}/{path.name}")
-            outcome = tool.check_compliance(copy, ruleset)
+            outcome = tool.check_compliance(copy, ruleset, ext.rules if ext else None)
             report.runs.append(_run_report(position, parsed, outcome, source.benchmark))
         _check_division(report)
         _check_run_count(report)
         if facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset):
             _check_seeds(report, copies)
-            if source.benchmark != "minigo" and known:  # the package checker skips minigo
+            # The package checker skips minigo; Podium's own benchmarks have no reference convergence points.
+            if source.benchmark != "minigo" and known and ext is None:
                 _check_rcp(report, copies[0].parent if copies else None)
         _apply_scaling(report, source)
         _score(report, known)

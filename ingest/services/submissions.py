@@ -78,11 +78,14 @@ class UploadOutcome:
 
 
 def submission_upload(*, user: AbstractBaseUser, organization: Organization, round_: Round, archive: Path,
-                      original_name: str, during_review: bool = False) -> UploadOutcome:
+                      original_name: str, during_review: bool = False,
+                      only_entry: tuple[str, str] | None = None) -> UploadOutcome:
     """Check an uploaded archive, store it, and queue its verification after the commit.
 
     `during_review` is for the review app only: a resubmission answering a flag, or a borrowing,
-    which the rules allow after the deadline; the caller has checked that it is one.
+    which the rules allow after the deadline; the caller has checked that it is one. Such an upload
+    names its `only_entry` (system, benchmark): an archive carrying anything else is refused, so a
+    late upload cannot add entries that were not submitted before the deadline.
     """
     phase = round_.phase()
     allowed = phase == Round.OPEN or (during_review and phase == Round.REVIEW)
@@ -95,13 +98,17 @@ def submission_upload(*, user: AbstractBaseUser, organization: Organization, rou
         raise UploadRefused(f"the bundle is {size:,} bytes; the limit is {limits.max_bundle_bytes:,} bytes")
     sha256 = storage.sha256_file(archive)
     existing = Submission.objects.filter(round=round_, organization=organization, sha256=sha256).first()
-    if existing is not None:
+    if existing is not None and only_entry is None:
         return UploadOutcome(existing, created=False)
     with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-upload-") as tmp:
         try:
-            extract_bundle(archive, Path(tmp), limits=limits)
+            folder = extract_bundle(archive, Path(tmp), limits=limits)
         except BundleRejected as exc:
             raise UploadRefused(str(exc)) from None
+        if only_entry is not None:
+            _require_only(folder, only_entry)
+    if existing is not None:
+        return UploadOutcome(existing, created=False)
     rel = storage.store(archive, sha256, _suffix(archive))
     with transaction.atomic():
         submission, created = Submission.objects.get_or_create(
@@ -124,6 +131,13 @@ def submission_upload(*, user: AbstractBaseUser, organization: Organization, rou
             submission_id = submission.pk
             transaction.on_commit(lambda: enqueue(submission_id))
     return UploadOutcome(submission, created)
+
+
+def _require_only(folder: Path, entry: tuple[str, str]) -> None:
+    found = sorted({(item.system, item.benchmark) for item in items_of(folder)})
+    if found != [entry]:
+        listed = ", ".join(f"{system}/{benchmark}" for system, benchmark in found) or "no result folder"
+        raise UploadRefused(f"this upload may carry only {entry[0]}/{entry[1]}; the bundle has {listed}")
 
 
 def submission_upload_files(*, user: AbstractBaseUser, organization: Organization, round_: Round,

@@ -1,0 +1,120 @@
+"""Arguments and exit statuses of `python -m runner_agent`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from runner_agent.agent import Agent
+from runner_agent.client import AgentError, Client, Clock, server_base
+from runner_agent.hardware import detect
+from runner_agent.settings import DEFAULT_MODULE, MODULE_NAME, Settings, Timing
+
+TOKEN_ENV = "PODIUM_RUNNER_TOKEN"
+DEFAULT_WORK_DIR = Path("~/.cache/podium-runner")
+
+EPILOG = f"""\
+The agent claims reproduction jobs from the Podium server and runs each as
+`python -m MODULE --config CONFIG.json --log LOG` in a fresh work dir under --work-dir, with only
+the GPUs the server assigned (CUDA_VISIBLE_DEVICES) and a minimal environment. It heartbeats while
+the job runs, stops it at its time limit or when cancelled, uploads its log and reports the outcome.
+A lost server is retried with backoff; SIGINT or SIGTERM stops the running jobs and the agent (the
+server re-queues them when their leases run out).
+
+exit status:
+  0  stopped by SIGINT/SIGTERM, or --once done (one job reported, or nothing to do)
+  2  usage error, or the server refused this runner (token, address, protocol)
+
+environment:
+  {TOKEN_ENV}  the runner token, if --token is not given
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _module(text: str) -> str:
+    if not MODULE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python module name")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m runner_agent",
+        description="Run Podium reproduction jobs on this host's GPUs (or CPUs).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--server", required=True, metavar="URL", help="the Podium server, e.g. https://podium.example")
+    parser.add_argument("--token", metavar="TOKEN",
+                        help=f"runner token (default: ${TOKEN_ENV}, which is better: a command line is visible to "
+                             "other users of the machine)")
+    parser.add_argument("--name", metavar="NAME", help="this runner's name on the server (default: the host name)")
+    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, metavar="DIR",
+                        help=f"where each attempt gets its own folder, removed once reported (default: "
+                             f"{DEFAULT_WORK_DIR})")
+    parser.add_argument("--max-jobs", type=_positive_int, metavar="N",
+                        help="jobs run at once (default: one per GPU, or 1 without a GPU)")
+    parser.add_argument("--allow-module", action="append", type=_module, dest="modules", metavar="MODULE",
+                        help=f"a Python module jobs may run; repeat for several (default: {DEFAULT_MODULE})")
+    parser.add_argument("--once", action="store_true",
+                        help="claim one job, run and report it, then exit (at once if there is nothing to do)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, clock: Clock | None = None, timing: Timing | None = None,
+         stop: threading.Event | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    log = logging.getLogger("runner_agent")
+    token = args.token or os.environ.get(TOKEN_ENV, "")
+    if not token:
+        log.error("no runner token: set %s (or pass --token)", TOKEN_ENV)
+        return 2
+    try:
+        server = server_base(args.server)
+        work_dir = args.work_dir.expanduser().resolve()
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except (AgentError, OSError) as exc:
+        log.error("%s", exc)
+        return 2
+
+    host = detect()
+    timing = timing or Timing()
+    clock = clock or Clock()
+    stop = stop or threading.Event()
+    settings = Settings(name=args.name or socket.gethostname(), work_dir=work_dir,
+                        max_jobs=args.max_jobs or max(1, host.accelerators.count),
+                        allowed_modules=frozenset(args.modules or [DEFAULT_MODULE]), once=args.once, timing=timing)
+    client = Client(server, token, clock=clock, stop=stop, retry_first_s=timing.retry_first_s,
+                    retry_max_s=timing.retry_max_s, timeout_s=timing.request_timeout_s)
+    agent = Agent(settings, host, client, clock=clock, stop=stop)
+
+    if threading.current_thread() is not threading.main_thread():
+        return agent.run()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return agent.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

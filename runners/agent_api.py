@@ -1,0 +1,152 @@
+"""The agent API (`/api/agent/v1/`): claim, heartbeat, log upload, complete. Runner tokens only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from runners import services
+from runners.authentication import IsRunner, RunnerTokenAuthentication
+
+
+class AcceleratorsInput(serializers.Serializer):
+    model = serializers.CharField(allow_blank=True, max_length=200)
+    count = serializers.IntegerField(min_value=0, max_value=4096)
+    memory_gb = serializers.FloatField(allow_null=True, required=False, default=None)
+    indexes = serializers.ListField(child=serializers.IntegerField(min_value=0), required=False, default=list)
+
+
+class ClaimInput(serializers.Serializer):
+    name = serializers.CharField(max_length=120, required=False, default="")
+    accelerators = AcceleratorsInput()
+    free_indexes = serializers.ListField(child=serializers.IntegerField(min_value=0), max_length=4096)
+    cpus = serializers.IntegerField(min_value=0, required=False, default=0)
+    memory_gb = serializers.FloatField(allow_null=True, required=False, default=None)
+    software = serializers.DictField(required=False, default=dict)
+
+
+class HeartbeatInput(serializers.Serializer):
+    progress = serializers.FloatField(allow_null=True, required=False, default=None)
+    log_lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+                                      required=False, default=list, max_length=500)
+    elapsed_seconds = serializers.FloatField(allow_null=True, required=False, default=None)
+
+
+class CompleteInput(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=["finished", "failed", "cancelled", "timeout"])
+    exit_code = serializers.IntegerField(allow_null=True, required=False, default=None)
+    output_tail = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
+    log_sha256 = serializers.CharField(allow_null=True, required=False, default=None)
+    elapsed_seconds = serializers.FloatField(allow_null=True, required=False, default=None)
+
+
+class PlainTextParser(BaseParser):
+    media_type = "text/plain"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
+        return stream.read()
+
+
+class AgentView(APIView):
+    authentication_classes = [RunnerTokenAuthentication]
+    permission_classes = [IsRunner]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "agent"
+
+    @property
+    def runner(self) -> Any:
+        return self.request.user.runner
+
+    def secret(self) -> str:
+        return self.request.headers.get("X-Attempt-Secret", "")
+
+    def stale(self, exc: Exception) -> Response:
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+
+
+class ClaimApi(AgentView):
+    @extend_schema(exclude=True)
+    def post(self, request: Request) -> Response:
+        data = ClaimInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        report = services.Report(
+            name=v["name"], accelerator_model=v["accelerators"]["model"], accelerator_count=v["accelerators"]["count"],
+            accelerator_memory_gb=v["accelerators"]["memory_gb"], free_indexes=tuple(v["free_indexes"]),
+            cpus=v["cpus"], memory_gb=v["memory_gb"], software=v["software"])
+        claimed = services.job_claim(runner=self.runner, report=report)
+        if claimed is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        job, attempt, secret = claimed
+        return Response({
+            "job": {"id": job.pk, "kind": job.kind, "module": job.module, "config": job.config,
+                    "time_limit_seconds": job.time_limit_seconds},
+            "attempt": {"id": attempt.pk, "number": attempt.number, "secret": secret,
+                        "lease_seconds": int(settings.PODIUM_RUNNER_LEASE.total_seconds()),
+                        "heartbeat_seconds": settings.PODIUM_RUNNER_HEARTBEAT},
+            "assignment": {"accelerator_indexes": attempt.accelerator_indexes},
+        })
+
+
+class HeartbeatApi(AgentView):
+    @extend_schema(exclude=True)
+    def post(self, request: Request, attempt_id: int) -> Response:
+        data = HeartbeatInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            lease, cancel = services.attempt_heartbeat(attempt_id=attempt_id, runner=self.runner,
+                                                       secret=self.secret(), progress=data.validated_data["progress"],
+                                                       log_lines=data.validated_data["log_lines"])
+        except services.StaleAttempt as exc:
+            return self.stale(exc)
+        except PermissionError:
+            return Response({"detail": "No such attempt for this runner and secret."},
+                            status=status.HTTP_404_NOT_FOUND)
+        return Response({"lease_seconds": lease, "cancel": cancel})
+
+
+class LogApi(AgentView):
+    parser_classes = [PlainTextParser]
+
+    @extend_schema(exclude=True)
+    def put(self, request: Request, attempt_id: int) -> Response:
+        body = request.data if isinstance(request.data, bytes) else b""
+        try:
+            attempt = services.attempt_log_upload(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
+                                                  data=body, sha256=request.headers.get("X-Content-SHA256", ""))
+        except services.StaleAttempt as exc:
+            return self.stale(exc)
+        except PermissionError:
+            return Response({"detail": "No such attempt for this runner and secret."},
+                            status=status.HTTP_404_NOT_FOUND)
+        except services.JobError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"sha256": attempt.log_sha256, "bytes": attempt.log_bytes})
+
+
+class CompleteApi(AgentView):
+    @extend_schema(exclude=True)
+    def post(self, request: Request, attempt_id: int) -> Response:
+        data = CompleteInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            answer = services.attempt_complete(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
+                                               outcome=v["outcome"], exit_code=v["exit_code"],
+                                               output_tail=v["output_tail"], elapsed_seconds=v["elapsed_seconds"])
+        except services.StaleAttempt as exc:
+            return self.stale(exc)
+        except PermissionError:
+            return Response({"detail": "No such attempt for this runner and secret."},
+                            status=status.HTTP_404_NOT_FOUND)
+        except services.JobError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(answer)

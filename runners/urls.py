@@ -1,0 +1,20 @@
+from django.urls import path
+
+from runners import agent_api, views
+
+app_name = "runners"
+urlpatterns = [
+    path("reproductions/<int:pk>/", views.job_detail, name="job"),
+    path("results/<int:result_pk>/reproduce/", views.job_request, name="request"),
+    path("operators/runners/", views.operators, name="operators"),
+    path("operators/runners/new/", views.runner_create, name="runner_create"),
+    path("operators/jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("operators/jobs/<int:pk>/retry/", views.job_retry, name="job_retry"),
+]
+
+agent_urlpatterns = [
+    path("claim", agent_api.ClaimApi.as_view(), name="claim"),
+    path("attempts/<int:attempt_id>/heartbeat", agent_api.HeartbeatApi.as_view(), name="heartbeat"),
+    path("attempts/<int:attempt_id>/log", agent_api.LogApi.as_view(), name="log"),
+    path("attempts/<int:attempt_id>/complete", agent_api.CompleteApi.as_view(), name="complete"),
+]

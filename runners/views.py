@@ -1,0 +1,104 @@
+"""Reproduction pages: a job's status, requesting one, and the operators' view of runners and queue."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from leaderboard.selectors import visible_results
+from reviews.access import is_chair
+from runners import services
+from runners.models import Attempt, ReproductionJob, Runner
+
+
+def may_request(user: object, result: object) -> bool:
+    return bool(getattr(user, "is_staff", False) or is_chair(user, result.round))  # type: ignore[attr-defined]
+
+
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(ReproductionJob.objects.select_related("result__round", "current_attempt__runner")
+                            .filter(result__in=visible_results(request.user).values("pk")), pk=pk)
+    return render(request, "runners/job.html", {
+        "job": job,
+        "attempts": job.attempts.select_related("runner"),
+        "estimate": services.queue_estimate(job),
+        "is_operator": request.user.is_staff,
+    })
+
+
+@login_required
+@require_POST
+def job_request(request: HttpRequest, result_pk: int) -> HttpResponse:
+    result = get_object_or_404(visible_results(request.user).select_related("round"), pk=result_pk)
+    if not may_request(request.user, result):
+        raise PermissionDenied("Site operators and the round's chairs request reproductions.")
+    try:
+        job = services.job_create(result=result, kind=request.POST.get("kind", ReproductionJob.CONVERGENCE),
+                                  user=request.user)
+    except services.JobError as exc:
+        messages.error(request, str(exc))
+        return redirect(result)
+    messages.success(request, f"Reproduction #{job.pk} queued.")
+    return redirect(job)
+
+
+@staff_member_required
+def operators(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    active = ReproductionJob.objects.active().select_related("current_attempt__runner", "result")
+    queued = list(ReproductionJob.objects.queued().select_related("result"))
+    return render(request, "runners/operators.html", {
+        "runners": Runner.objects.all(),
+        "running": active,
+        "stuck": [job for job in active if job.current_attempt and job.current_attempt.lease_expires_at <= now],
+        "queued": [(job, services.queue_estimate(job)) for job in queued],
+        "failed": ReproductionJob.objects.filter(Q(state=ReproductionJob.FAILED) | Q(state=ReproductionJob.CANCELLED))
+        .select_related("result").order_by("-finished_at")[:50],
+        "now": now,
+        "new_token": request.session.pop("new_runner_token", None),
+    })
+
+
+@staff_member_required
+@require_POST
+def runner_create(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("name", "").strip()
+    if not name or Runner.objects.filter(name=name).exists():
+        messages.error(request, "Give the runner a new, unique name.")
+        return redirect("runners:operators")
+    _, token = services.runner_create(name=name, created_by=request.user)
+    request.session["new_runner_token"] = {"name": name, "token": token}  # shown once, on the next page
+    return redirect("runners:operators")
+
+
+@staff_member_required
+@require_POST
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(ReproductionJob, pk=pk)
+    try:
+        services.job_cancel(job=job, user=request.user)
+    except services.JobError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next") or job.get_absolute_url())
+
+
+@staff_member_required
+@require_POST
+def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(ReproductionJob, pk=pk)
+    try:
+        services.job_retry(job=job, user=request.user)
+    except services.JobError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next") or job.get_absolute_url())
+
+
+def lease_age(attempt: Attempt | None) -> float | None:
+    return None if attempt is None else (timezone.now() - attempt.leased_at).total_seconds()

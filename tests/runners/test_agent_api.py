@@ -1,0 +1,202 @@
+"""The agent API on its own: leases, heartbeats, logs, idempotent completion, the sweeper, security."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from ingest.models import Result
+from runners import services
+from runners.models import Attempt, ReproductionJob
+from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, RunFactory, SystemFactory
+from tests.people import token_for
+
+pytestmark = pytest.mark.django_db
+CPU = {"name": "cpu-box", "accelerators": {"model": "cpu", "count": 0, "memory_gb": None, "indexes": []},
+       "free_indexes": [], "cpus": 2, "memory_gb": 24.0, "software": {"python": "3.11"}}
+GPU8 = {"name": "gpu-box", "accelerators": {"model": "NVIDIA H100-SXM5-80GB", "count": 8, "memory_gb": 80.0,
+                                            "indexes": list(range(8))},
+        "free_indexes": list(range(8)), "cpus": 16, "memory_gb": 128.0, "software": {}}
+
+
+@pytest.fixture
+def operator():
+    return get_user_model().objects.create_user("ops", is_staff=True)
+
+
+def _result(accelerators: int = 8, model: str = "NVIDIA H100-SXM5-80GB") -> Result:
+    round_ = RoundFactory(ruleset="6.1.0")
+    benchmark = BenchmarkFactory(round=round_, key="podium_digits", required_runs=5)
+    system = SystemFactory(round=round_, accelerator_count=accelerators, accelerator_model_name=model)
+    result = ResultFactory(system=system, benchmark=benchmark, score=0.1, raw_score=0.1)
+    for position, minutes in enumerate([0.09, 0.1, 0.1, 0.1, 0.11]):
+        RunFactory(result=result, position=position, time_to_train_min=minutes, seeds=[position + 1],
+                   hyperparameters={"global_batch_size": 64, "opt_name": "adam", "opt_base_learning_rate": 0.003},
+                   eval_curve=[{"epoch": e, "value": 0.9 + e / 100, "minutes": e / 10} for e in range(1, 9)])
+    return result
+
+
+def _agent(operator, name: str = "runner-1") -> tuple[APIClient, object]:
+    runner, token = services.runner_create(name=name, created_by=operator)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client, runner
+
+
+def _claim(client: APIClient, report: dict) -> dict | None:
+    response = client.post("/api/agent/v1/claim", report, format="json")
+    assert response.status_code in (200, 204), response.content
+    return response.json() if response.status_code == 200 else None
+
+
+def _beat(client: APIClient, claim: dict, **body):
+    return client.post(f"/api/agent/v1/attempts/{claim['attempt']['id']}/heartbeat", body or {"log_lines": []},
+                       format="json", HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
+
+
+def _complete(client: APIClient, claim: dict, outcome: str = "failed", **extra):
+    return client.post(f"/api/agent/v1/attempts/{claim['attempt']['id']}/complete",
+                       {"outcome": outcome, "exit_code": 1, "output_tail": "boom", **extra}, format="json",
+                       HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
+
+
+def test_a_claim_leases_a_job_the_runner_can_serve(operator) -> None:
+    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator)
+    client, _ = _agent(operator)
+    claim = _claim(client, CPU)
+    assert claim["job"]["id"] == job.pk and claim["job"]["module"] == "podium_reference.digits"
+    assert claim["job"]["config"]["opt_base_learning_rate"] == 0.003 and claim["job"]["config"]["seed"] == 1
+    assert claim["attempt"]["number"] == 1 and claim["assignment"]["accelerator_indexes"] == []
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.LEASED
+    assert _claim(client, CPU) is None  # nothing else queued: 204
+
+
+def test_timing_jobs_go_only_to_a_runner_like_the_system(operator) -> None:
+    services.job_create(result=_result(accelerators=8), kind=ReproductionJob.TIMING, user=operator)
+    cpu, _ = _agent(operator, "cpu")
+    assert _claim(cpu, CPU) is None
+    small = dict(GPU8, accelerators={**GPU8["accelerators"], "count": 4, "indexes": [0, 1, 2, 3]},
+                 free_indexes=[0, 1, 2, 3])
+    four, _ = _agent(operator, "four")
+    assert _claim(four, small) is None
+    gpu, _ = _agent(operator, "eight")
+    claim = _claim(gpu, GPU8)
+    assert claim is not None and claim["assignment"]["accelerator_indexes"] == list(range(8))
+
+
+def test_small_jobs_are_packed_onto_free_accelerators_biggest_first(operator) -> None:
+    result = _result(accelerators=8)
+    one = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    ReproductionJob.objects.filter(pk=one.pk).update(accelerator_count=1)
+    four = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    ReproductionJob.objects.filter(pk=four.pk).update(accelerator_count=4)
+    three = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    ReproductionJob.objects.filter(pk=three.pk).update(accelerator_count=3)
+    client, _ = _agent(operator)
+    first = _claim(client, GPU8)
+    assert first["job"]["id"] == four.pk and first["assignment"]["accelerator_indexes"] == [0, 1, 2, 3]
+    second = _claim(client, dict(GPU8, free_indexes=[4, 5, 6, 7]))
+    assert second["job"]["id"] == three.pk and second["assignment"]["accelerator_indexes"] == [4, 5, 6]
+    third = _claim(client, dict(GPU8, free_indexes=[7]))
+    assert third["job"]["id"] == one.pk and third["assignment"]["accelerator_indexes"] == [7]
+
+
+def test_heartbeats_extend_the_lease_keep_the_log_tail_and_carry_cancel(operator) -> None:
+    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator)
+    client, _ = _agent(operator)
+    claim = _claim(client, CPU)
+    before = Attempt.objects.get().lease_expires_at
+    answer = _beat(client, claim, progress=0.5, log_lines=[":::MLLOG {\"key\": \"run_start\"}"])
+    assert answer.status_code == 200 and answer.json()["cancel"] is False
+    attempt = Attempt.objects.get()
+    assert attempt.lease_expires_at >= before and "run_start" in attempt.log_tail and attempt.progress == 0.5
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.RUNNING
+    services.job_cancel(job=job, user=operator)
+    assert _beat(client, claim).json()["cancel"] is True
+
+
+def test_complete_is_idempotent_and_a_late_report_from_an_old_attempt_gets_409(operator) -> None:
+    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator, max_attempts=3)
+    client, _ = _agent(operator)
+    first = _claim(client, CPU)
+    # Attempt 1 goes silent: its lease expires, the sweeper re-queues the job as attempt 2.
+    Attempt.objects.filter(pk=first["attempt"]["id"]).update(lease_expires_at=timezone.now() - datetime.timedelta(1))
+    assert services.attempts_sweep() == [job.pk]
+    second = _claim(client, CPU)
+    assert second["attempt"]["number"] == 2
+    assert _beat(client, first).status_code == 409
+    assert _complete(client, first).status_code == 409
+    done = _complete(client, second)
+    again = _complete(client, second)
+    assert done.status_code == again.status_code == 200 and done.json() == again.json()
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.FAILED and job.attempts.count() == 2
+
+
+def test_expired_leases_give_up_after_the_maximum_attempts(operator) -> None:
+    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator, max_attempts=2)
+    client, _ = _agent(operator)
+    for _ in range(2):
+        claim = _claim(client, CPU)
+        Attempt.objects.filter(pk=claim["attempt"]["id"]).update(lease_expires_at=timezone.now())
+        services.attempts_sweep(now=timezone.now() + datetime.timedelta(seconds=1))
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.FAILED and "platform" in job.failure_reason
+    assert Result.objects.get(pk=job.result_id).reproduction == "failed"
+
+
+def test_the_log_upload_checks_its_sha256(operator) -> None:
+    services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator)
+    client, _ = _agent(operator)
+    claim = _claim(client, CPU)
+    url = f"/api/agent/v1/attempts/{claim['attempt']['id']}/log"
+    data = b":::MLLOG {}\n"
+    bad = client.put(url, data, content_type="text/plain", HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"],
+                     HTTP_X_CONTENT_SHA256="0" * 64)
+    assert bad.status_code == 400
+    good = client.put(url, data, content_type="text/plain", HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"],
+                      HTTP_X_CONTENT_SHA256=hashlib.sha256(data).hexdigest())
+    assert good.status_code == 200 and good.json()["bytes"] == len(data)
+
+
+def test_an_attempt_secret_is_refused_for_another_attempt(operator) -> None:
+    result = _result()
+    for _ in range(2):
+        services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    client, _ = _agent(operator)
+    one, two = _claim(client, CPU), _claim(client, CPU)
+    crossed = client.post(f"/api/agent/v1/attempts/{two['attempt']['id']}/heartbeat", {"log_lines": []},
+                          format="json", HTTP_X_ATTEMPT_SECRET=one["attempt"]["secret"])
+    assert crossed.status_code == 404
+    other, _ = _agent(operator, "runner-2")  # another runner cannot report on this runner's attempt
+    assert _beat(other, one).status_code == 404
+
+
+def test_a_runner_token_is_good_only_on_the_agent_api(operator) -> None:
+    client, _ = _agent(operator)
+    for url in ("/api/v1/results/", "/api/v1/submissions/", "/api/v1/flags/", "/api/v1/rounds/"):
+        assert client.get(url).status_code == 401, url
+    assert client.get("/operators/runners/").status_code == 302  # the web pages know no runner tokens
+    person = APIClient()
+    person.credentials(HTTP_AUTHORIZATION=f"Token {token_for(operator)}")
+    assert person.post("/api/agent/v1/claim", CPU, format="json").status_code == 401
+    assert APIClient().post("/api/agent/v1/claim", CPU, format="json").status_code == 401
+
+
+def test_a_revoked_runner_token_is_refused(operator) -> None:
+    client, runner = _agent(operator)
+    services.runner_token_revoke(token=runner.tokens.get(), actor=operator)
+    assert client.post("/api/agent/v1/claim", CPU, format="json").status_code == 401
+
+
+def test_only_benchmarks_with_a_runnable_implementation_can_be_reproduced(operator) -> None:
+    result = ResultFactory()
+    with pytest.raises(services.JobError, match="no runnable implementation"):
+        services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)

@@ -1,0 +1,200 @@
+"""Reproduction end to end: a real server process, real runner agents, the real reference benchmark."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from ingest.models import Organization, Result, Round
+from ingest.services.submissions import submission_upload
+from leaderboard.services import extension_benchmark_add
+from runners import services
+from runners.models import Attempt, ReproductionJob
+from tests.people import make_people, open_round, set_phase, tar_gz_of
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def _wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def reference_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Five real runs of the reference benchmark, and a copy whose logs claim a ten times longer time."""
+    try:
+        from podium_reference.bundle import write_bundle
+    except ImportError:
+        return {}
+    root = tmp_path_factory.mktemp("reference")
+    honest = write_bundle(root / "honest", org="Acme", system="cpu-box", seeds=[1, 2, 3, 4, 5])
+    slow = write_bundle(root / "claimed", org="Zeta", system="cpu-box", seeds=[6, 7, 8, 9, 10])
+    for log in (slow / "results/cpu-box/podium_digits").glob("result_*.txt"):
+        lines = log.read_text().splitlines(keepends=True)
+        start = next(json.loads(ln.split(":::MLLOG ", 1)[1])["time_ms"] for ln in lines if '"run_start"' in ln)
+        fixed = []
+        for line in lines:
+            if '"run_stop"' in line:  # the claim: run_stop ten seconds after run_start
+                line = re.sub(r'"time_ms": \d+', f'"time_ms": {start + 10_000}', line)
+            fixed.append(line)
+        log.write_text("".join(fixed))
+    return {"honest": honest, "claimed": slow}
+
+
+@pytest.fixture
+def setup(reference_bundles, tmp_path, reference_available):
+    people = make_people()
+    round_ = open_round(slug="ref-v6.1", ruleset="6.1.0")
+    extension_benchmark_add(round=round_, key="podium_digits")
+    operator = get_user_model().objects.create_user("operator", is_staff=True)
+
+    def submit(kind: str, organization: Organization) -> Result:
+        archive = tmp_path / f"{kind}.tar.gz"
+        archive.write_bytes(tar_gz_of(reference_bundles[kind]))
+        submission_upload(user=people.alice, organization=organization, round_=round_, archive=archive,
+                          original_name=archive.name)
+        return Result.objects.current().get(organization=organization, benchmark_key="podium_digits")
+
+    return people, operator, submit
+
+
+def test_an_agent_reproduces_a_result_and_a_far_off_claim_is_a_mismatch(setup, server, start_agent) -> None:
+    people, operator, submit = setup
+    honest = submit("honest", people.acme)
+    claimed = submit("claimed", people.zeta)
+    assert honest.verdict == claimed.verdict == "verified" and claimed.score > 10 * honest.score
+    converge = services.job_create(result=honest, kind=ReproductionJob.CONVERGENCE, user=operator)
+    timing = services.job_create(result=claimed, kind=ReproductionJob.TIMING, user=operator)
+    _, token = services.runner_create(name="cpu-runner", created_by=operator)
+    agent = start_agent(token, "cpu-runner")
+
+    def both_done() -> bool:
+        return all(ReproductionJob.objects.get(pk=j.pk).is_final for j in (converge, timing))
+
+    _wait(both_done, 120, f"both jobs to end; agent said:\n{agent.output()[-3000:]}")
+    converge.refresh_from_db()
+    timing.refresh_from_db()
+    assert converge.state == ReproductionJob.REPRODUCED, converge.verdict_detail
+    assert converge.verdict_detail["epochs"] <= converge.verdict_detail["allowed_epochs"]
+    assert timing.state == ReproductionJob.MISMATCH, timing.verdict_detail
+    assert timing.verdict_detail["minutes"] < timing.verdict_detail["score"] / 5
+    assert Result.objects.get(pk=honest.pk).reproduction == "reproduced"
+    assert Result.objects.get(pk=claimed.pk).reproduction == "mismatch"
+    attempt = converge.attempts.get()
+    assert attempt.outcome == Attempt.FINISHED and attempt.log_sha256 and ":::MLLOG" in attempt.log_tail
+    job_url = f"{server.url}/reproductions/{timing.pk}/"
+    with pytest.raises(urllib.error.HTTPError) as embargoed:  # the round is not published yet
+        urllib.request.urlopen(job_url)
+    assert embargoed.value.code == 404
+    set_phase(honest.round, Round.PUBLISHED)
+    page = urllib.request.urlopen(job_url).read().decode()
+    assert "Mismatch" in page and "tolerance" in page
+
+
+def test_a_killed_agent_loses_its_lease_and_another_finishes_as_attempt_2(setup, server, start_agent) -> None:
+    people, operator, submit = setup
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job",
+                                                    config={**job.config, "sleep_seconds": 3})
+    _, token = services.runner_create(name="doomed", created_by=operator)
+    doomed = start_agent(token, "doomed")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.RUNNING, 60, "the first agent")
+    doomed.kill()
+    # Its lease runs out; the sweeper hands the job on as attempt 2.
+    from tests.runners.conftest import expire_leases
+
+    assert services.attempts_sweep(now=expire_leases()) == [job.pk]
+    _, token2 = services.runner_create(name="survivor", created_by=operator)
+    start_agent(token2, "survivor", "--once")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "the second agent")
+    job.refresh_from_db()
+    first, second = job.attempts.order_by("number")
+    assert (first.outcome, second.outcome) == (Attempt.EXPIRED, Attempt.FINISHED)
+    assert (first.runner.name, second.runner.name) == ("doomed", "survivor")
+    assert job.state == ReproductionJob.REPRODUCED
+
+
+def test_a_late_report_from_an_expired_attempt_gets_409(setup, server, start_agent) -> None:
+    people, operator, submit = setup
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    _, silent_token = services.runner_create(name="silent", created_by=operator)
+
+    def call(path: str, body: dict, secret: str = "") -> int:
+        request = urllib.request.Request(f"{server.url}/api/agent/v1/{path}", data=json.dumps(body).encode(),
+                                         method="POST", headers={"Authorization": f"Bearer {silent_token}",
+                                                                 "Content-Type": "application/json",
+                                                                 "X-Attempt-Secret": secret})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status if response.status != 200 else json.loads(response.read()) or 200
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    claim = call("claim", {"accelerators": {"model": "cpu", "count": 0}, "free_indexes": []})
+    attempt = claim["attempt"]
+    from tests.runners.conftest import expire_leases
+
+    services.attempts_sweep(now=expire_leases())
+    _, token = services.runner_create(name="next", created_by=operator)
+    start_agent(token, "next", "--once")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "attempt 2")
+    late = call(f"attempts/{attempt['id']}/complete", {"outcome": "finished", "exit_code": 0}, attempt["secret"])
+    assert late == 409
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.REPRODUCED and job.current_attempt.number == 2
+
+
+def test_the_agent_rides_out_a_server_restart(setup, server, start_agent) -> None:
+    people, operator, submit = setup
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job",
+                                                    config={**job.config, "sleep_seconds": 4})
+    _, token = services.runner_create(name="patient", created_by=operator)
+    start_agent(token, "patient", "--once")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.RUNNING, 60, "the job to run")
+    server.stop()
+    time.sleep(2)  # the job goes on; heartbeats fail and are retried
+    server.start()
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "the job to end after the restart")
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.REPRODUCED and job.attempts.count() == 1
+
+
+def test_a_job_past_its_time_limit_is_stopped_and_marked(setup, server, start_agent) -> None:
+    people, operator, submit = setup
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job", time_limit_seconds=2,
+                                                    config={**job.config, "sleep_seconds": 60})
+    _, token = services.runner_create(name="strict", created_by=operator)
+    start_agent(token, "strict", "--once")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 60, "the time limit")
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.FAILED and "time limit" in job.failure_reason
+    assert job.attempts.get().outcome == Attempt.TIMEOUT
+
+
+def test_two_agents_never_run_the_same_attempt(setup, server, start_agent) -> None:
+    people, operator, submit = setup
+    result = submit("honest", people.acme)
+    jobs = [services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator) for _ in range(6)]
+    for name in ("left", "right"):
+        _, token = services.runner_create(name=name, created_by=operator)
+        start_agent(token, name)
+    _wait(lambda: all(ReproductionJob.objects.get(pk=j.pk).is_final for j in jobs), 180, "six jobs on two agents")
+    attempts = Attempt.objects.filter(job__in=jobs)
+    assert attempts.count() == 6  # one attempt per job: no job was leased twice
+    assert all(a.outcome == Attempt.FINISHED for a in attempts)
+    assert {a.runner.name for a in attempts} <= {"left", "right"}
