@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
 from ingest import storage
-from ingest.api import save_upload
+from ingest.api import UploadOutput, save_upload
 from ingest.services.submissions import UploadRefused
 from leaderboard.selectors import visible_results
 from reviews import access, services
@@ -179,6 +179,37 @@ class FlagDecisionApi(APIView):
         except (PermissionDenied, services.ReviewError) as exc:
             return _refusal(exc)
         return Response(FlagOutput(flag, context={"request": request}).data)
+
+
+class ResubmissionInput(serializers.Serializer):
+    bundle = serializers.FileField(help_text="The corrected bundle: the flagged entry alone (.tar.gz, .tgz or .zip)")
+
+
+class FlagResubmissionApi(APIView):
+    permission_classes = [IsAuthenticated, TokenScopeAllows]
+    throttle_scope = "uploads"
+
+    @extend_schema(operation_id="flags_resubmit", request={"multipart/form-data": ResubmissionInput},
+                   responses={201: UploadOutput})
+    def post(self, request: Request, pk: int) -> Response:
+        flag = access.access_flag(request.user, pk)
+        data = ResubmissionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
+            path = save_upload(data.validated_data["bundle"], Path(tmp))
+            try:
+                submission = services.flag_resubmit(user=request.user, flag=flag, archive=path,
+                                                    original_name=data.validated_data["bundle"].name)
+            except (PermissionDenied, services.ReviewError, UploadRefused) as exc:
+                return _refusal(exc)
+        submission.refresh_from_db()
+        return Response({
+            "id": submission.pk,
+            "state": submission.state,
+            "url": request.build_absolute_uri(submission.get_absolute_url()),
+            "status_url": request.build_absolute_uri(f"/api/v1/submissions/{submission.pk}/"),
+            "created": True,
+        }, status=status.HTTP_201_CREATED)
 
 
 class BorrowingListApi(APIView):

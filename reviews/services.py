@@ -21,7 +21,7 @@ from ingest.services.results import (
     result_set_division,
     result_withdraw,
 )
-from ingest.services.submissions import UploadRefused, submission_upload
+from ingest.services.submissions import submission_upload
 from leaderboard.models import Round
 from reviews import access
 from reviews.borrowing import Entry, check_borrowing
@@ -90,10 +90,18 @@ def flag_comment(*, user: AbstractBaseUser, flag: Flag, body: str, private: bool
         flag.save(update_fields=["state", "updated_at"])
         audit_record(**_actor(user), action="flag.state", subject=flag, before={"state": Flag.OPEN},
                      after={"state": Flag.ANSWERED})
+    # Tell the other side: an answer goes to the raising organization, anything else to the flagged one,
+    # and a chair's comment to both.
+    chair = access.is_chair(user, flag.round) and not answering
+    recipients = []
+    if answering or chair:
+        recipients.append(flag.raised_by_organization)
     if not answering:
-        transaction.on_commit(lambda: notify_organization(
-            organization=flag.result.organization, url=flag.get_absolute_url(),
-            text=f"New comment on flag #{flag.pk} ({flag.rule})"))
+        recipients.append(flag.result.organization)
+    for organization in filter(None, recipients):
+        transaction.on_commit(lambda organization=organization: notify_organization(
+            organization=organization, url=flag.get_absolute_url(),
+            text=f"New {'answer' if answering else 'comment'} on flag #{flag.pk} ({flag.rule})"))
     return comment
 
 
@@ -107,18 +115,22 @@ def flag_decide(*, user: AbstractBaseUser, flag: Flag, outcome: str, note: str =
     if outcome not in dict(Flag.OUTCOMES):
         raise ReviewError(f"Unknown outcome {outcome!r}.")
     reason = f"flag #{flag.pk}: {flag.rule}"
+    if flag.resubmission is not None and not flag.resubmission.is_final:
+        raise ReviewError("The resubmission is still being verified; decide once its verdict is in.")
+    # A resubmission made a new version of the entry: the decision applies to the one that is published.
+    target = _current_version(flag.result)
     if outcome == Flag.FIXED:
-        if flag.resubmission is None or flag.resubmission.state not in (Submission.VERIFIED, Submission.NONCOMPLIANT,
-                                                                        Submission.SUPERSEDED):
+        if flag.resubmission is None or target.submission_id != flag.resubmission_id \
+                or target.verdict != Result.VERIFIED:
             raise ReviewError("'Fixed by resubmission' needs a verified resubmission linked to the flag.")
     elif outcome == Flag.SCALED:
         if scaling_factor is None or not math.isfinite(scaling_factor) or scaling_factor <= 0:
             raise ReviewError("Give the scaling factor (a positive number) to apply.")
-        result_rescale(result=flag.result, factor=scaling_factor, actor=user, reason=reason)
+        result_rescale(result=target, factor=scaling_factor, actor=user, reason=reason)
     elif outcome == Flag.MOVED_TO_OPEN:
-        result_set_division(result=flag.result, division="open", actor=user, reason=reason)
+        result_set_division(result=target, division="open", actor=user, reason=reason)
     elif outcome == Flag.WITHDRAWN:
-        result_withdraw(result=flag.result, actor=user, reason=reason)
+        result_withdraw(result=target, actor=user, reason=reason)
     before = {"state": flag.state}
     flag.state = Flag.RESOLVED
     flag.outcome = outcome
@@ -136,14 +148,28 @@ def flag_decide(*, user: AbstractBaseUser, flag: Flag, outcome: str, note: str =
     return flag
 
 
+def _current_version(result: Result) -> Result:
+    """The entry's current version (the flagged one, unless a resubmission or borrowing replaced it)."""
+    current = Result.objects.current().filter(
+        round_id=result.round_id, organization_id=result.organization_id, system_slug=result.system_slug,
+        benchmark_key=result.benchmark_key).first()
+    return current or result
+
+
 def flag_resubmit(*, user: AbstractBaseUser, flag: Flag, archive: Path, original_name: str) -> Submission:
     """A new version of the flagged result's bundle, uploaded in answer to the flag."""
     access.require(access.can_answer(user, flag), "Only the flagged result's organization resubmits.")
     if flag.state == Flag.RESOLVED:
         raise ReviewError("The flag is resolved; there is nothing to answer.")
-    outcome = submission_upload(user=user, organization=flag.result.organization, round_=flag.round,
-                                archive=archive, original_name=original_name, during_review=True)
+    result = flag.result
+    # One transaction with the link: the verification is queued on commit, so it finds the flag linked.
     with transaction.atomic():
+        outcome = submission_upload(user=user, organization=result.organization, round_=flag.round,
+                                    archive=archive, original_name=original_name, during_review=True,
+                                    only_entry=(result.system_slug, result.benchmark_key))
+        if not outcome.created:
+            raise ReviewError(f"This bundle is identical to submission #{outcome.submission.pk}; "
+                              "upload the corrected one.")
         locked = Flag.objects.select_for_update().get(pk=flag.pk)
         before = {"resubmission": locked.resubmission_id}
         locked.resubmission = outcome.submission
@@ -190,26 +216,27 @@ def borrowing_start(*, user: AbstractBaseUser, entry: Result, source: Result, ar
     if Borrowing.objects.filter(round=round_, organization=entry.organization, system_slug=entry.system_slug,
                                 benchmark_key=entry.benchmark_key).exists():
         raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.")
-    try:
-        with transaction.atomic():
-            borrowing = Borrowing.objects.create(
-                round=round_, organization=entry.organization, system_slug=entry.system_slug,
-                benchmark_key=entry.benchmark_key, entry=entry, source=source, created_by=user)
-            audit_record(**_actor(user), action="borrowing.create", subject=borrowing,
-                         after={"entry": entry.pk, "source": source.pk, "state": borrowing.state})
-    except IntegrityError:
-        raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.") from None
-    try:
-        outcome = submission_upload(user=user, organization=entry.organization, round_=round_, archive=archive,
-                                    original_name=original_name, during_review=True)
-    except UploadRefused:
-        Borrowing.objects.filter(pk=borrowing.pk).delete()  # nothing was stored; the entry may try again
-        raise
+    # One transaction: a refused upload leaves no borrowing behind (the entry may try again), and the
+    # verification, queued on commit, finds the borrowing linked and judges it.
     with transaction.atomic():
-        Borrowing.objects.filter(pk=borrowing.pk).update(submission=outcome.submission)
+        try:
+            with transaction.atomic():
+                borrowing = Borrowing.objects.create(
+                    round=round_, organization=entry.organization, system_slug=entry.system_slug,
+                    benchmark_key=entry.benchmark_key, entry=entry, source=source, created_by=user)
+        except IntegrityError:
+            raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.") from None
+        outcome = submission_upload(user=user, organization=entry.organization, round_=round_, archive=archive,
+                                    original_name=original_name, during_review=True,
+                                    only_entry=(entry.system_slug, entry.benchmark_key))
+        if not outcome.created:
+            raise ReviewError(f"This bundle is identical to submission #{outcome.submission.pk}; "
+                              "upload the one with the borrowed hyperparameters.")
         borrowing.submission = outcome.submission
-        audit_record(**_actor(user), action="borrowing.submission", subject=borrowing,
-                     after={"submission": outcome.submission.pk})
+        borrowing.save(update_fields=["submission"])
+        audit_record(**_actor(user), action="borrowing.create", subject=borrowing,
+                     after={"entry": entry.pk, "source": source.pk, "state": borrowing.state,
+                            "submission": outcome.submission.pk})
     return borrowing
 
 

@@ -19,5 +19,6 @@ api_urlpatterns = [
     path("flags/<int:pk>/", api.FlagDetailApi.as_view(), name="review-flag"),
     path("flags/<int:pk>/comments/", api.FlagCommentApi.as_view(), name="review-flag-comments"),
     path("flags/<int:pk>/decision/", api.FlagDecisionApi.as_view(), name="review-flag-decision"),
+    path("flags/<int:pk>/resubmission/", api.FlagResubmissionApi.as_view(), name="review-flag-resubmission"),
     path("borrowings/", api.BorrowingListApi.as_view(), name="review-borrowings"),
 ]

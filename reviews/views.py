@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from ingest import storage
 from ingest.api import save_upload
 from ingest.services.submissions import UploadRefused
+from leaderboard.models import Round
 from leaderboard.selectors import visible_results, visible_rounds
 from reviews import access, selectors, services
 from reviews.borrowing import hyperparameter_diff
@@ -51,11 +52,14 @@ def flag_create(request: HttpRequest, result_pk: int) -> HttpResponse:
 def flag_detail(request: HttpRequest, pk: int) -> HttpResponse:
     flag = access.access_flag(request.user, pk)
     user = request.user
+    can_answer = access.can_answer(user, flag) and flag.state != Flag.RESOLVED
     return render(request, "reviews/flag.html", {
         "flag": flag,
         "comments": access.visible_comments(user, flag),
         "can_comment": access.can_comment(user, flag) and flag.state != Flag.RESOLVED,
-        "can_answer": access.can_answer(user, flag) and flag.state != Flag.RESOLVED,
+        "can_answer": can_answer,
+        # Uploads stop at publication; after it the flagged organization can still answer in words.
+        "can_resubmit": can_answer and flag.round.phase() in (Round.OPEN, Round.REVIEW),
         "can_decide": access.can_decide(user, flag) and flag.state != Flag.RESOLVED,
         "comment_form": CommentForm(),
         "decision_form": DecisionForm(),

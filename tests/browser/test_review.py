@@ -1,0 +1,162 @@
+"""The review in a real browser: a reviewer flags, the flagged organization answers, a chair decides, the
+public sees the outcome once the round is published; and a borrowing the rules refuse leaves the entry as it was."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.models import Membership
+from accounts.services import membership_add
+from ingest.models import Result, Submission
+from leaderboard.models import Round
+from reviews.models import Borrowing
+from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
+
+# No `real_worker`: with no broker the verification runs in-process, after the upload's commit.
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+RULE = "compliance/eval_accuracy"
+DESCRIPTION = "The quality target is reached only once, at the very end of every run."
+ANSWER = "We evaluate every epoch as the rules ask; see the eval_accuracy lines of result_0.txt."
+NOTE = "The evaluation schedule follows the reference; no issue."
+
+
+def _upload(user: object, demo: Path, org: str, system: str, tmp_path: Path, round_: Round) -> Path:
+    """One (system, bert) item of a demo submitter folder, uploaded through the API and verified."""
+    folder = tmp_path / org
+    (folder / "systems").mkdir(parents=True)
+    shutil.copyfile(demo / org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
+    shutil.copytree(demo / org / "results" / system / "bert", folder / "results" / system / "bert")
+    bundle = io.BytesIO(tar_gz_of(folder))
+    bundle.name = f"{org}.tar.gz"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    response = client.post("/api/v1/submissions/", {"round": round_.slug, "bundle": bundle}, format="multipart")
+    assert response.status_code == 201, response.content
+    assert Submission.objects.get(pk=response.json()["id"]).state == Submission.VERIFIED
+    return folder
+
+
+@pytest.fixture
+def sign_in(browser, live_server) -> Iterator[Callable[[str], object]]:
+    """A page in a browser context of its own, signed in as `username`."""
+    contexts = []
+
+    def sign_in(username: str) -> object:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("form.stacked button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        return page
+
+    yield sign_in
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def in_review(demo_tree, tmp_path) -> tuple[object, Round, Result, Result, Path]:
+    """Acme (alice) and Zeta (carol, also its reviewer) submitted bert to a round now in review; chair chairs."""
+    people = make_people()
+    membership_add(user=people.carol, organization=people.zeta, role=Membership.REVIEWER)
+    round_ = open_round()
+    round_.chairs.add(people.chair)
+    root, manifest = demo_tree
+    demo = root / manifest.round("demo-2024a").folder
+    acme_folder = _upload(people.alice, demo, "Larkspur_Compute", "atlas_lx4_n1", tmp_path, round_)
+    _upload(people.carol, demo, "Tessellate_Cloud", "tc2-accel-8x32", tmp_path, round_)
+    set_phase(round_, Round.REVIEW)
+    acme = Result.objects.current().get(organization=people.acme)
+    zeta = Result.objects.current().get(organization=people.zeta)
+    return people, round_, acme, zeta, acme_folder
+
+
+def test_flag_answer_decide_and_the_public_outcome(live_server, sign_in, page, in_review) -> None:
+    _people, round_, acme, _zeta, _folder = in_review
+
+    # carol, a reviewer for Zeta, flags Acme's result from its page.
+    carol = sign_in("carol")
+    carol.goto(f"{live_server.url}/results/{acme.pk}/")
+    raise_flag = carol.locator("details.raise-flag")
+    if not raise_flag.evaluate("details => details.open"):
+        raise_flag.locator("summary", has_text="Raise a flag").click()
+    carol.fill("#flag-form input[name=rule]", RULE)
+    carol.fill("#flag-form textarea[name=description]", DESCRIPTION)
+    carol.click("#flag-form button[type=submit]")
+    carol.wait_for_url("**/flags/*/")
+    flag_url = carol.url
+    assert carol.get_attribute("#flag-state", "data-state") == "open"
+    assert carol.inner_text("#flag-state") == "Open"
+    assert DESCRIPTION in carol.inner_text(".flag-description")
+    assert carol.locator("#decision-form").count() == 0  # not a chair
+
+    # alice learns of it on her notifications page and answers.
+    alice = sign_in("alice")
+    alice.goto(f"{live_server.url}/notifications/")
+    alice.click(f"ul.notifications a:has-text('was flagged: {RULE}')")
+    alice.wait_for_url(flag_url)
+    assert alice.get_attribute("#flag-state", "data-state") == "open"
+    alice.fill("#comment-form textarea[name=body]", ANSWER)
+    alice.click("#comment-form button[type=submit]")
+    alice.wait_for_selector("#flag-state[data-state=answered]")
+    assert alice.inner_text("#flag-state") == "Answered"
+    assert ANSWER in alice.inner_text("ol.thread")
+
+    # The chair finds it on the round's review dashboard and rejects it with a note.
+    chair = sign_in("chair")
+    chair.goto(f"{live_server.url}/rounds/{round_.slug}/review/")
+    chair.locator("#unresolved tr", has_text=RULE).locator("a").click()
+    chair.wait_for_url(flag_url)
+    chair.select_option("#decision-form select[name=outcome]", label="Rejected: no issue")
+    chair.fill("#decision-form textarea[name=note]", NOTE)
+    chair.click("#decision-form button[type=submit]")
+    chair.wait_for_selector("#flag-state[data-state=resolved]")
+    assert chair.inner_text("#flag-state") == "Resolved: Rejected: no issue"
+    assert NOTE in chair.inner_text("dl.facts")
+    assert chair.locator("#decision-form, #comment-form").count() == 0  # the thread is closed
+
+    # Once the round is published, anyone (`page`: nobody signed in) sees the outcome on the result page.
+    set_phase(round_, Round.PUBLISHED)
+    page.goto(f"{live_server.url}/results/{acme.pk}/")
+    row = page.locator("#review tr.flag-row", has_text=RULE)
+    assert row.is_visible()
+    assert "Resolved" in row.inner_text() and "Rejected: no issue" in row.inner_text()
+    assert "Zeta" in row.inner_text()
+    row.locator("a").click()
+    page.wait_for_url(flag_url)
+    assert page.get_attribute("#flag-state", "data-state") == "resolved"
+    assert ANSWER in page.inner_text("ol.thread") and NOTE in page.inner_text("dl.facts")
+    assert page.locator("#comment-form, #decision-form, #resubmit-form").count() == 0
+
+
+def test_a_refused_borrowing_leaves_the_previous_version_current(live_server, sign_in, in_review, tmp_path) -> None:
+    people, _round, acme, zeta, folder = in_review
+    system = folder / "systems/atlas_lx4_n1.json"
+    system.write_text(system.read_text().replace('"cooling": "', '"cooling": "water, '))  # not allowed
+    bundle = tmp_path / "borrowed.tar.gz"
+    bundle.write_bytes(tar_gz_of(folder))
+
+    alice = sign_in("alice")
+    alice.goto(f"{live_server.url}/results/{acme.pk}/")
+    alice.click("text=Borrow hyperparameters for this entry")
+    alice.locator("tr", has_text=zeta.system_name).locator("a", has_text="Compare").click()
+    alice.wait_for_selector("#borrow-form")
+    alice.set_input_files("#borrow-form input[name=bundle]", str(bundle))
+    alice.click("#borrow-form button[type=submit]")
+    alice.wait_for_url("**/submissions/*/")
+
+    borrowing = Borrowing.objects.get()
+    assert borrowing.submission is not None
+    assert borrowing.state == Borrowing.REFUSED, borrowing.state
+    assert Result.objects.current().get(organization=people.acme).pk == acme.pk
