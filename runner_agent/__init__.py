@@ -5,7 +5,8 @@ have a Python and a training stack, not Django. `python -m runner_agent --help` 
 
 Layout: `cli` (arguments), `agent` (the claim loop), `attempt` (one attempt, from claim to complete),
 `process` (the job's process group), `output` (its lines), `hardware` (what this host has),
-`client` (HTTP with retries).
+`client` (HTTP with retries), `container` (jobs in Docker or Podman), `leftovers` (what an agent
+killed outright left behind, cleaned up by the next).
 """
 
 __version__ = "0.1.0"

@@ -59,8 +59,12 @@ class Agent:
             "free_indexes": self.free_indexes(),
             "cpus": self.host.cpus,
             "memory_gb": self.host.memory_gb,
-            "software": software(),
+            "software": self._software(),
         }
+
+    def _software(self) -> dict[str, str]:
+        container = self.settings.container
+        return {**software(), **({"container": f"{container.kind} {container.image}"} if container else {})}
 
     def free_indexes(self) -> list[int]:
         busy = self._busy_indexes()

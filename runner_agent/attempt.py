@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner_agent import leftovers
 from runner_agent.client import LOST_STATUSES, Client, Clock, Reply, Stopping
 from runner_agent.output import OutputLines
 from runner_agent.process import JobProcess
@@ -29,6 +30,9 @@ CONFIG_NAME = "config.json"
 LOG_NAME = "result.txt"
 MAX_TAIL_CHARS = 64 * 1024
 NOTE_PREFIX = "[runner agent] "
+# Signals that stop a whole service (systemd sends SIGTERM to the agent and its jobs at once): a job they
+# ended may have ended because the agent is stopping, before the agent's own handler said so.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 log = logging.getLogger("runner_agent")
 
@@ -130,6 +134,16 @@ def job_environment(work_dir: Path, indexes: tuple[int, ...]) -> dict[str, str]:
     return env
 
 
+ENGINE_VARIABLES = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH",
+                    "DOCKER_TLS_VERIFY", "CONTAINER_HOST", "XDG_RUNTIME_DIR")
+
+
+def engine_environment() -> dict[str, str]:
+    """The container engine client's environment: how to reach the engine, nothing else of the agent's.
+    The job inside the container gets only what `Container.argv` sets."""
+    return {name: os.environ[name] for name in ENGINE_VARIABLES if os.environ.get(name)}
+
+
 def _exit_note(code: int) -> str:
     if code < 0:
         try:
@@ -180,9 +194,11 @@ class AttemptRun:
         except Exception:
             log.exception("attempt %d failed inside the agent; the server re-queues its job once the lease "
                           "runs out", self.attempt.id)
-        if done and self.work_dir.exists():
+        if done:
             # The server holds the log and the output tail now; a long-lived runner must not fill its disk.
-            shutil.rmtree(self.work_dir, ignore_errors=True)
+            if self.work_dir.exists():
+                shutil.rmtree(self.work_dir, ignore_errors=True)
+            leftovers.forget(self.work_dir)
 
     def _run(self) -> bool:
         """True once the server took the completion."""
@@ -203,15 +219,15 @@ class AttemptRun:
         try:
             config_path = self._prepare(job)
             log_path = self.work_dir / LOG_NAME
-            argv = [sys.executable, "-m", job.module, "--config", str(config_path), "--log", str(log_path)]
-            process = JobProcess(argv, cwd=self.work_dir, env=job_environment(self.work_dir,
-                                                                                 self.claim.accelerator_indexes),
-                                 lines=lines, poll_s=self.timing.poll_s)
+            process = self._start(job, config_path, log_path, lines)
         except OSError as exc:
             return self._complete(outcome="failed", exit_code=None, tail=[], note=f"could not start the job: {exc}",
                                   sha256=None, elapsed=self.clock.now() - start)
 
-        ending = self._supervise(process, lines, start, job.time_limit_s)
+        try:
+            ending = self._supervise(process, lines, start, job.time_limit_s)
+        finally:
+            leftovers.forget(self.work_dir)  # reaped (on every path): nothing of the job is left to clean up
         elapsed = self.clock.now() - start
         if lines.has_unsent():
             self._heartbeat(lines, elapsed)  # the last lines, for whoever follows the run live
@@ -230,9 +246,40 @@ class AttemptRun:
         return self._complete(outcome=outcome, exit_code=ending.exit_code, tail=lines.tail(), note=note,
                               sha256=sha256, elapsed=elapsed)
 
+    def _start(self, job: Job, config_path: Path, log_path: Path, lines: OutputLines) -> JobProcess:
+        indexes = self.claim.accelerator_indexes
+        container = self.settings.container
+        if container is None:
+            argv = [sys.executable, "-m", job.module, "--config", str(config_path), "--log", str(log_path)]
+            env = job_environment(self.work_dir, indexes)
+            process = JobProcess(argv, cwd=self.work_dir, env=env, lines=lines, poll_s=self.timing.poll_s)
+            self._record(process, home=env["HOME"])
+            return process
+        name = f"podium-job-{job.id}-attempt-{self.attempt.id}"
+        argv = container.argv(name=name, module=job.module, work_dir=self.work_dir, config=config_path,
+                              log_file=log_path, indexes=indexes)
+        # Recorded before it starts: a container outlives an agent killed while its engine client starts it.
+        leftovers.write_record(self.work_dir, engine=container.engine, container=name)
+        process = JobProcess(argv, cwd=self.work_dir, env=engine_environment(), lines=lines,
+                             poll_s=self.timing.poll_s, cleanup=lambda: container.remove(name))
+        self._record(process, home=None)
+        return process
+
+    def _record(self, process: JobProcess, home: str | None) -> None:
+        """What a later agent must clean up if this one is killed while the job runs (see `leftovers`)."""
+        info = leftovers.process_info(process.pid)
+        if info is None:
+            return  # no /proc (not Linux), or the job ended already: nothing to find later
+        try:
+            leftovers.write_record(self.work_dir, pgid=process.pid, start=info.start, home=home)
+        except OSError as exc:
+            log.warning("attempt %d: could not record its job for a later agent to clean up: %s", self.attempt.id,
+                        exc)
+
     def _prepare(self, job: Job) -> Path:
         if self.work_dir.exists():  # a fresh dir per attempt: nothing of an earlier try may leak into this one
             shutil.rmtree(self.work_dir)
+        leftovers.forget(self.work_dir)
         self.work_dir.mkdir(mode=0o700, parents=True)
         config_path = self.work_dir / CONFIG_NAME
         config_path.write_text(json.dumps(job.config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -244,11 +291,16 @@ class AttemptRun:
         next_beat = start  # the first right after the start: the server learns the job runs
         try:
             while True:
-                if process.exited():
-                    return Ending("exited", process.reap(), None)
+                # The stop first: a job that ended as the agent began to stop (both signalled at once, by
+                # systemd say) is not reported; the server re-queues it once its lease runs out.
                 if self.stop.is_set():
                     process.stop(self.timing.kill_grace_s)
                     raise Stopping
+                if process.exited():
+                    code = process.reap()
+                    if -code in STOP_SIGNALS and self.stop.wait(self.timing.stop_settle_s):
+                        raise Stopping  # the signal was for the agent too, whose handler had not run yet
+                    return Ending("exited", code, None)
                 now = self.clock.now()
                 if now >= deadline:
                     code = process.stop(self.timing.kill_grace_s)

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from runner_agent import leftovers
 from runner_agent.agent import Agent
 from runner_agent.client import AgentError, Client, Clock, server_base
+from runner_agent.container import Container, NoEngine, find_engine
 from runner_agent.hardware import detect
 from runner_agent.settings import DEFAULT_MODULE, MODULE_NAME, Settings, Timing
 
@@ -23,14 +25,18 @@ DEFAULT_WORK_DIR = Path("~/.cache/podium-runner")
 EPILOG = f"""\
 The agent claims reproduction jobs from the Podium server and runs each as
 `python -m MODULE --config CONFIG.json --log LOG` in a fresh work dir under --work-dir, with only
-the GPUs the server assigned (CUDA_VISIBLE_DEVICES) and a minimal environment. It heartbeats while
+the GPUs the server assigned (CUDA_VISIBLE_DEVICES) and a minimal environment, or with --container
+in a container of that image (work dir mounted, assigned GPUs only, no network). It heartbeats while
 the job runs, stops it at its time limit or when cancelled, uploads its log and reports the outcome.
 A lost server is retried with backoff; SIGINT or SIGTERM stops the running jobs and the agent (the
-server re-queues them when their leases run out).
+server re-queues them when their leases run out). An agent killed outright takes its jobs' main
+processes with it (Linux); the next agent on the same --work-dir kills what they started, removes
+their containers and work dirs.
 
 exit status:
   0  stopped by SIGINT/SIGTERM, or --once done (one job reported, or nothing to do)
-  2  usage error, or the server refused this runner (token, address, protocol)
+  2  usage error, the server refused this runner (token, address, protocol), or another agent
+     runs on the same --work-dir
 
 environment:
   {TOKEN_ENV}  the runner token, if --token is not given
@@ -64,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token", metavar="TOKEN",
                         help=f"runner token (default: ${TOKEN_ENV}, which is better: a command line is visible to "
                              "other users of the machine)")
-    parser.add_argument("--name", metavar="NAME", help="this runner's name on the server (default: the host name)")
+    parser.add_argument("--name", metavar="NAME",
+                        help="a name for this runner, shown in the agent's log and sent with each claim for the "
+                             "server's records; the server knows the runner by its token (default: the host name)")
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, metavar="DIR",
                         help=f"where each attempt gets its own folder, removed once reported (default: "
                              f"{DEFAULT_WORK_DIR})")
@@ -72,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="jobs run at once (default: one per GPU, or 1 without a GPU)")
     parser.add_argument("--allow-module", action="append", type=_module, dest="modules", metavar="MODULE",
                         help=f"a Python module jobs may run; repeat for several (default: {DEFAULT_MODULE})")
+    parser.add_argument("--container", metavar="IMAGE",
+                        help="run each job in a container of IMAGE (Docker or Podman), which must hold the job "
+                             "modules; the job gets its work dir, its GPUs and no network")
+    parser.add_argument("--container-engine", default="auto", metavar="ENGINE",
+                        help="docker, podman, a path to either, or auto (the default: Docker, else Podman)")
+    parser.add_argument("--container-network", default="none", metavar="NETWORK",
+                        help="the container's network (default: none)")
     parser.add_argument("--once", action="store_true",
                         help="claim one job, run and report it, then exit (at once if there is nothing to do)")
     return parser
@@ -90,17 +105,33 @@ def main(argv: Sequence[str] | None = None, *, clock: Clock | None = None, timin
         server = server_base(args.server)
         work_dir = args.work_dir.expanduser().resolve()
         work_dir.mkdir(parents=True, exist_ok=True)
-    except (AgentError, OSError) as exc:
+        container = None if args.container is None else Container(
+            find_engine(args.container_engine), args.container, network=args.container_network)
+        work_dir_lock = leftovers.lock(work_dir)
+    except (AgentError, OSError, NoEngine, leftovers.WorkDirTaken) as exc:
         log.error("%s", exc)
         return 2
+    try:  # the lock is held until the agent ends: the kernel lets go of it if the agent is killed
+        if container is not None:
+            log.info("jobs run in containers of %s (%s, network %s)", container.image, container.engine,
+                     container.network)
+        leftovers.clean_up(work_dir, container.engine if container else None)
+        return _serve(args, server, token, work_dir, container, clock=clock, timing=timing, stop=stop)
+    finally:
+        os.close(work_dir_lock)
 
+
+def _serve(args: argparse.Namespace, server: str, token: str, work_dir: Path, container: Container | None, *,
+           clock: Clock | None, timing: Timing | None, stop: threading.Event | None) -> int:
+    log = logging.getLogger("runner_agent")
     host = detect()
     timing = timing or Timing()
     clock = clock or Clock()
     stop = stop or threading.Event()
     settings = Settings(name=args.name or socket.gethostname(), work_dir=work_dir,
                         max_jobs=args.max_jobs or max(1, host.accelerators.count),
-                        allowed_modules=frozenset(args.modules or [DEFAULT_MODULE]), once=args.once, timing=timing)
+                        allowed_modules=frozenset(args.modules or [DEFAULT_MODULE]), once=args.once, timing=timing,
+                        container=container)
     client = Client(server, token, clock=clock, stop=stop, retry_first_s=timing.retry_first_s,
                     retry_max_s=timing.retry_max_s, timeout_s=timing.request_timeout_s)
     agent = Agent(settings, host, client, clock=clock, stop=stop)

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner_agent.container import Container
+
 DEFAULT_MODULE = "podium_reference.digits"
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -23,6 +25,9 @@ class Timing:
     heartbeat_timeout_s: float = 10.0  # a hung heartbeat must not keep the time limit from being enforced
     request_timeout_s: float = 60.0  # socket timeout of claims, uploads and completions
     poll_s: float = 0.05  # how often a job's process is looked at
+    # How long a job killed by SIGTERM, SIGINT or SIGHUP waits for the agent to stop too before it is
+    # reported: a signal for the whole service reaches the job before the agent's handler runs.
+    stop_settle_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -32,4 +37,5 @@ class Settings:
     max_jobs: int
     allowed_modules: frozenset[str] = frozenset({DEFAULT_MODULE})
     once: bool = False
+    container: Container | None = None  # run jobs in this image instead of the agent's Python
     timing: Timing = field(default_factory=Timing)

@@ -8,16 +8,18 @@ heartbeats, time limits and the SIGTERM grace are cut to fractions of a second.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from runner_agent import hardware
+from runner_agent import hardware, leftovers
 from runner_agent.cli import main
 from runner_agent.client import Clock
 from runner_agent.output import OutputLines
@@ -270,6 +272,32 @@ def write_fake_nvidia_smi(bin_dir: Path, output: str, status: int = 0) -> None:
     script.chmod(0o755)
 
 
+def start_agent_process(url: str, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    """`python -m runner_agent` (real Timing) in a process of its own, as systemd would run it."""
+    return subprocess.Popen([sys.executable, "-m", "runner_agent", *agent_args(url, tmp_path, *extra)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def running_job_pids(podium: FakePodium, within_s: float = 10.0) -> list[int]:
+    """PIDS of the hanging job, once a heartbeat brought them."""
+    deadline = time.monotonic() + within_s
+    while not any(line.startswith("PIDS=") for line in podium.beat_lines()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids_in("\n".join(podium.beat_lines()))
+
+
+def running(pid: int) -> bool:
+    """Still running a moment from now: not ended, nor a zombie."""
+    return not gone(pid, within_s=0.3)
+
+
+def kill_quietly(*pids: int) -> None:
+    """After a failed test: no process of the test's own outlives it."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 # --- one job, start to end ---------------------------------------------------------------------------
 
 def test_a_job_streams_its_lines_uploads_its_log_and_completes_finished(podium, clock, tmp_path) -> None:
@@ -433,6 +461,130 @@ def test_sigterm_stops_the_agent_and_its_job_without_reporting(podium, tmp_path)
     assert "SIGTERM: stopping" in err
     assert all(gone(pid) for pid in pids_in("\n".join(podium.beat_lines())))
     assert podium.of("complete") == []  # the server re-queues it when the lease runs out
+
+
+def test_a_killed_agent_takes_its_job_along_and_the_next_agent_cleans_up_the_rest(podium, clock, tmp_path) -> None:
+    podium.script["claim"] = [claim_answer(config={"mode": "hang"})]
+    agent = start_agent_process(podium.url, tmp_path)
+    pids: list[int] = []
+    work = tmp_path / "work"
+    try:
+        pids = job_pid, child_pid = running_job_pids(podium)
+        assert json.loads((work / ".job-1-attempt-11.json").read_text())["pgid"] == job_pid
+        agent.kill()  # SIGKILL: no handler, nothing stopped
+        agent.communicate(timeout=10)
+
+        assert gone(job_pid)  # the kernel killed it with the agent (PR_SET_PDEATHSIG)
+        assert running(child_pid)  # what the job started lives on, in the job's process group
+        assert (work / "job-1-attempt-11").is_dir()
+
+        assert run_agent(podium.url, tmp_path, clock) == 0  # nothing more to claim: it only cleans up
+
+        assert gone(child_pid)
+        assert sorted(path.name for path in work.iterdir()) == [leftovers.LOCK_NAME]
+        assert podium.of("complete") == []
+    finally:
+        agent.kill()
+        agent.communicate()
+        kill_quietly(*pids)
+
+
+def orphaned_group(home: Path) -> tuple[int, int, int]:
+    """A process group whose leader ended, as the kernel leaves a job killed with its agent: (its id, its
+    leader's start time, its one member), the member with `home` as HOME."""
+    leader = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, "
+                               "'-c', 'import time; time.sleep(60)'], stdout=subprocess.DEVNULL).pid, flush=True)"],
+                              env={"HOME": str(home), "PATH": os.defpath}, stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    info = leftovers.process_info(leader.pid)  # a zombie until waited for, which it is right after
+    leader.communicate(timeout=10)
+    assert info is not None and leftovers.process_info(leader.pid) is None
+    return leader.pid, info.start, member
+
+
+def test_an_earlier_agent_s_process_group_is_killed_only_while_it_is_still_the_job_s(podium, clock,
+                                                                                         tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    others_home, jobs_group = 0, 0
+    try:
+        # 1: a pid recorded for a job, now another program's: the start time differs.
+        started = leftovers.process_info(other.pid)
+        assert started is not None
+        leftovers.write_record(work / "job-1-attempt-11", pgid=other.pid, start=started.start - 1,
+                               home=str(work / "job-1-attempt-11"))
+        # 2: a group without its leader whose member is not the job's: another HOME.
+        group, start, others_home = orphaned_group(tmp_path)
+        leftovers.write_record(work / "job-2-attempt-22", pgid=group, start=start, home=str(work / "job-2-attempt-22"))
+        # 3: the same as the job left it: its member has the attempt's work dir as HOME.
+        (work / "job-3-attempt-33").mkdir()
+        group, start, jobs_group = orphaned_group(work / "job-3-attempt-33")
+        leftovers.write_record(work / "job-3-attempt-33", pgid=group, start=start, home=str(work / "job-3-attempt-33"))
+
+        assert run_agent(podium.url, tmp_path, clock) == 0
+
+        assert gone(jobs_group)
+        assert running(other.pid) and running(others_home)
+        assert sorted(path.name for path in work.iterdir()) == [leftovers.LOCK_NAME]
+    finally:
+        other.kill()
+        other.wait()
+        kill_quietly(*filter(None, [others_home, jobs_group]))
+
+
+def test_a_second_agent_on_the_same_work_dir_exits_2(podium, clock, tmp_path, caplog) -> None:
+    (tmp_path / "work").mkdir()
+    held = leftovers.lock(tmp_path / "work")
+    try:
+        assert run_agent(podium.url, tmp_path, clock) == 2
+    finally:
+        os.close(held)
+
+    assert f"another runner agent is running with the work dir {tmp_path / 'work'}" in caplog.text
+    assert podium.requests == []
+
+
+class StopWatched(threading.Event):
+    """The agent's stop event, telling when an attempt's thread first waits on it: its job runs by then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempt_waits = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if threading.current_thread().name.startswith("attempt-"):
+            self.attempt_waits.set()
+        return super().wait(timeout)
+
+
+@pytest.mark.parametrize("poll_s", [30.0, FAST.poll_s], ids=["stop-set-before-the-exit-is-seen",
+                                                              "stop-set-after-the-exit-is-seen"])
+def test_a_job_ended_by_the_signal_that_stops_the_agent_is_not_reported(podium, clock, tmp_path, poll_s) -> None:
+    # systemd's SIGTERM reaches the agent and its job together; the job dies at once, the agent's
+    # handler sets the stop a moment later. With poll_s 30 the agent looks again only once the stop is
+    # set; with 0.02 it sees the job end first and the stop comes 0.2 s later.
+    podium.script["claim"] = [claim_answer(config={"mode": "hang"})]
+    stop, codes = StopWatched(), []
+    agent = threading.Thread(target=lambda: codes.append(
+        main(agent_args(podium.url, tmp_path), clock=clock, timing=replace(FAST, poll_s=poll_s), stop=stop)))
+    agent.start()
+    try:
+        assert stop.attempt_waits.wait(10)
+        job = json.loads((tmp_path / "work" / ".job-1-attempt-11.json").read_text())["pgid"]
+        os.killpg(job, signal.SIGTERM)
+        assert gone(job)
+        time.sleep(10 * poll_s if poll_s < 1 else 0)
+        stop.set()
+        agent.join(10)
+    finally:
+        stop.set()
+        agent.join(10)
+
+    assert codes == [0]
+    assert podium.of("log") == [] and podium.of("complete") == []  # re-queued once its lease runs out
 
 
 # --- the server away ---------------------------------------------------------------------------------
@@ -608,3 +760,7 @@ def test_usage() -> None:
     assert ran.returncode == 0
     assert ran.stdout.startswith("usage: python -m runner_agent [-h] --server URL [--token TOKEN]")
     assert "--allow-module MODULE" in ran.stdout
+    text = " ".join(ran.stdout.split())
+    # The server knows a runner by its token; the name only labels it.
+    assert "shown in the agent's log and sent with each claim for the server's records" in text
+    assert "name on the server" not in text
