@@ -164,6 +164,9 @@ if PODIUM_VERIFY_DEADLINE.total_seconds() <= PODIUM_VERIFY_TIME_LIMIT:
 # runner stopped beating for longer than the lease.
 PODIUM_RUNNER_LEASE = timedelta(seconds=env_int("PODIUM_RUNNER_LEASE", 60, minimum=5))
 PODIUM_RUNNER_HEARTBEAT = env_int("PODIUM_RUNNER_HEARTBEAT", 10, minimum=1)
+if PODIUM_RUNNER_LEASE.total_seconds() < 2 * PODIUM_RUNNER_HEARTBEAT:
+    # One late or lost heartbeat must not cost a healthy runner its lease.
+    raise ImproperlyConfiguredEnv("PODIUM_RUNNER_LEASE must be at least twice PODIUM_RUNNER_HEARTBEAT")
 
 # Celery: with no broker configured the tasks run in-process (the embedded default).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")

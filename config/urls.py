@@ -8,13 +8,14 @@ from ingest.urls import api_urlpatterns as ingest_api
 from leaderboard.api_urls import urlpatterns as leaderboard_api
 from reviews.urls import api_urlpatterns as reviews_api
 from runners.urls import agent_urlpatterns as agent_api
+from runners.urls import api_urlpatterns as runners_api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("accounts/", include(auth_urlpatterns)),
     path("accounts/", include("accounts.urls")),
-    path("api/v1/", include(([*ingest_api, *leaderboard_api, *reviews_api], "api"), namespace="api")),
+    path("api/v1/", include(([*ingest_api, *leaderboard_api, *reviews_api, *runners_api], "api"), namespace="api")),
     path("api/agent/v1/", include((agent_api, "agent"), namespace="agent")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),

@@ -109,7 +109,7 @@ def flag_comment(*, user: AbstractBaseUser, flag: Flag, body: str, private: bool
 def flag_decide(*, user: AbstractBaseUser, flag: Flag, outcome: str, note: str = "",
                 scaling_factor: float | None = None) -> Flag:
     access.require(access.can_decide(user, flag), "Only the round's chairs decide.")
-    flag = Flag.objects.select_for_update().select_related("result", "resubmission").get(pk=flag.pk)
+    flag = Flag.objects.select_for_update(of=("self",)).select_related("result", "resubmission").get(pk=flag.pk)
     if flag.state == Flag.RESOLVED:
         raise ReviewError("The flag is already resolved.")
     if outcome not in dict(Flag.OUTCOMES):

@@ -141,7 +141,8 @@ class CompleteApi(AgentView):
         try:
             answer = services.attempt_complete(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
                                                outcome=v["outcome"], exit_code=v["exit_code"],
-                                               output_tail=v["output_tail"], elapsed_seconds=v["elapsed_seconds"])
+                                               output_tail=v["output_tail"], elapsed_seconds=v["elapsed_seconds"],
+                                               log_sha256=v["log_sha256"])
         except services.StaleAttempt as exc:
             return self.stale(exc)
         except PermissionError:

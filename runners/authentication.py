@@ -22,7 +22,8 @@ class RunnerPrincipal:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
-        self.pk = None
+        # What DRF's throttles key on: one bucket per runner (never equal to a person's integer pk).
+        self.pk = f"runner:{runner.pk}"
 
     def __str__(self) -> str:
         return f"runner {self.runner.name}"

@@ -21,9 +21,13 @@ from ingest.engine.logparse import parse_log
 from ingest.models import Organization, Result
 from ingest.services.results import audit_record
 from runners import verdicts
+from runners.matching import same_accelerator
 from runners.models import Attempt, ReproductionJob, Runner, RunnerToken
 
 LOG_TAIL_LINES = 200
+# The submitted run's hyperparameters a job is given, and its log must show.
+REPRODUCED_HYPERPARAMETERS = ("global_batch_size", "opt_name", "opt_base_learning_rate", "opt_weight_decay",
+                              "opt_momentum")
 WORKER = "runner API"
 
 
@@ -66,6 +70,28 @@ def runner_token_revoke(*, token: RunnerToken, actor: AbstractBaseUser) -> None:
                      after={"revoked": True})
 
 
+@transaction.atomic
+def runner_set_enabled(*, runner: Runner, enabled: bool, actor: AbstractBaseUser) -> Runner:
+    """A disabled runner's token is refused; its running attempts are re-queued once their leases run out."""
+    runner = Runner.objects.select_for_update().get(pk=runner.pk)
+    if (runner.disabled_at is None) == enabled:
+        return runner
+    before = {"disabled_at": runner.disabled_at.isoformat() if runner.disabled_at else None}
+    runner.disabled_at = None if enabled else timezone.now()
+    runner.save(update_fields=["disabled_at"])
+    audit_record(**_actor(actor), action="runner.enable" if enabled else "runner.disable", subject=runner,
+                 before=before, after={"disabled": not enabled})
+    return runner
+
+
+@transaction.atomic
+def runner_token_rotate(*, runner: Runner, actor: AbstractBaseUser) -> str:
+    """Revoke every token of the runner and issue a new one (for a leaked token or a new host)."""
+    for token in runner.tokens.filter(revoked_at__isnull=True):
+        runner_token_revoke(token=token, actor=actor)
+    return runner_token_issue(runner=runner, actor=actor)
+
+
 # --- jobs ------------------------------------------------------------------------------------------
 
 def _claimed(result: Result) -> tuple[list[float], list[float]]:
@@ -94,8 +120,7 @@ def job_create(*, result: Result, kind: str, user: AbstractBaseUser, run_positio
     run = runs.filter(position=run_position).first() if run_position is not None else runs.filter(counted=True).first()
     if run is None:
         raise JobError("The result has no run to reproduce.")
-    config = {key: value for key, value in run.hyperparameters.items()
-              if key in ("global_batch_size", "opt_name", "opt_base_learning_rate", "opt_weight_decay", "opt_momentum")}
+    config = {key: value for key, value in run.hyperparameters.items() if key in REPRODUCED_HYPERPARAMETERS}
     epochs, _ = _claimed(result)
     config.update({
         "seed": run.seeds[0] if run.seeds else 1,
@@ -170,13 +195,31 @@ def _fits(job: ReproductionJob, runner: Runner, free: tuple[int, ...]) -> bool:
         if job.accelerator_count == 0:
             return runner.accelerator_count == 0
         return (runner.accelerator_count == job.accelerator_count
-                and job.accelerator_model.strip().lower() in runner.accelerator_model.strip().lower())
-    return not job.accelerator_model or job.accelerator_model.lower() in runner.accelerator_model.lower()
+                and same_accelerator(job.accelerator_model, runner.accelerator_model))
+    return not job.accelerator_model or same_accelerator(job.accelerator_model, runner.accelerator_model)
+
+
+CLAIM_PAGE = 100
+
+
+def _first_fitting(queued: Any, runner: Runner, free: tuple[int, ...]) -> list[ReproductionJob]:
+    """The oldest page of queued jobs holding any that fit: the model names are matched in Python,
+    so the queue is read a page at a time rather than only its oldest page."""
+    offset = 0
+    while True:
+        page = list(queued[offset:offset + CLAIM_PAGE])
+        fitting = [job for job in page if _fits(job, runner, free)]
+        if fitting or len(page) < CLAIM_PAGE:
+            return fitting
+        offset += CLAIM_PAGE
 
 
 def job_claim(*, runner: Runner, report: Report) -> tuple[ReproductionJob, Attempt, str] | None:
     """Lease the job this runner serves best, or None. Concurrent claims never get the same job:
     candidates are locked FOR UPDATE SKIP LOCKED (PostgreSQL; SQLite serializes writers)."""
+    # Expired leases go back to the queue before anything is handed out: without Celery beat (the
+    # embedded default) this is what recovers the jobs of vanished runners.
+    attempts_sweep()
     now = timezone.now()
     with transaction.atomic():
         Runner.objects.filter(pk=runner.pk).update(
@@ -186,11 +229,13 @@ def job_claim(*, runner: Runner, report: Report) -> tuple[ReproductionJob, Attem
         runner.refresh_from_db()
         if runner.disabled_at is not None:
             return None
-        candidates = (ReproductionJob.objects.select_for_update(skip_locked=True)
-                      .filter(state=ReproductionJob.QUEUED, cancel_requested=False)
-                      .filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
-                      .order_by("created_at", "pk")[:100])
-        fitting = [job for job in candidates if _fits(job, runner, report.free_indexes)]
+        queued = (ReproductionJob.objects.select_for_update(skip_locked=True)
+                  .filter(state=ReproductionJob.QUEUED, cancel_requested=False,
+                          accelerator_count__lte=len(report.free_indexes))
+                  .filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
+                  .filter(Q(kind=ReproductionJob.CONVERGENCE) | Q(accelerator_count=runner.accelerator_count))
+                  .order_by("created_at", "pk"))
+        fitting = _first_fitting(queued, runner, report.free_indexes)
         if not fitting:
             return None
         # Best fit first: the largest job that fits the free accelerators, then the oldest. Packing
@@ -271,7 +316,8 @@ def attempt_log_upload(*, attempt_id: int, runner: Runner, secret: str, data: by
 
 
 def attempt_complete(*, attempt_id: int, runner: Runner, secret: str, outcome: str, exit_code: int | None,
-                     output_tail: str, elapsed_seconds: float | None) -> dict[str, Any]:
+                     output_tail: str, elapsed_seconds: float | None,
+                     log_sha256: str | None = None) -> dict[str, Any]:
     """Record how the attempt ended and judge the job. Idempotent: a repeat gets the first answer."""
     with transaction.atomic():
         stored = Attempt.objects.select_for_update().select_related("job").filter(pk=attempt_id, runner=runner).first()
@@ -287,7 +333,7 @@ def attempt_complete(*, attempt_id: int, runner: Runner, secret: str, outcome: s
         attempt.elapsed_seconds = elapsed_seconds
         attempt.completed_at = timezone.now()
         job = attempt.job
-        state, detail, reason = _judge(job, attempt)
+        state, detail, reason = _judge(job, attempt, log_sha256)
         before = {"state": job.state}
         job.state, job.verdict_detail, job.failure_reason = state, detail, reason[:300]
         job.finished_at = attempt.completed_at
@@ -303,7 +349,7 @@ def attempt_complete(*, attempt_id: int, runner: Runner, secret: str, outcome: s
     return answer
 
 
-def _judge(job: ReproductionJob, attempt: Attempt) -> tuple[str, dict[str, Any], str]:
+def _judge(job: ReproductionJob, attempt: Attempt, log_sha256: str | None) -> tuple[str, dict[str, Any], str]:
     if attempt.outcome == Attempt.CANCELLED:
         return ReproductionJob.CANCELLED, {}, "cancelled on request"
     if attempt.outcome == Attempt.TIMEOUT:
@@ -311,8 +357,14 @@ def _judge(job: ReproductionJob, attempt: Attempt) -> tuple[str, dict[str, Any],
     if attempt.outcome != Attempt.FINISHED or not attempt.log_path:
         return ReproductionJob.FAILED, {"exit_code": attempt.exit_code}, \
             "the job failed" + (f" (exit code {attempt.exit_code})" if attempt.exit_code is not None else "")
+    if log_sha256 and log_sha256.lower() != attempt.log_sha256:
+        return ReproductionJob.FAILED, {}, "the completion names another log than the one uploaded (sha256 differs)"
     data = Path(attempt.log_path).read_bytes()
     parsed = parse_log(data, Path(attempt.log_path).name)
+    problem = _not_this_job(job, parsed)
+    if problem:
+        # Not the submitter's fault and not a verdict on the result: the runner sent something else.
+        return ReproductionJob.FAILED, {}, problem
     ext = extension(job.result.benchmark_key)
     outcome = tool.check_compliance(Path(attempt.log_path), job.result.round.ruleset, ext.rules if ext else None)
     reached = bool(outcome.valid) and parsed.stop_status() == "success"
@@ -329,10 +381,39 @@ def _judge(job: ReproductionJob, attempt: Attempt) -> tuple[str, dict[str, Any],
     return verdict.verdict, detail, ""
 
 
+def _same_value(logged: Any, asked: Any) -> bool:
+    if isinstance(asked, (int, float)) and not isinstance(asked, bool) and isinstance(logged, (int, float)):
+        return math.isclose(float(logged), float(asked), rel_tol=1e-9, abs_tol=1e-12)
+    return logged == asked
+
+
+def _not_this_job(job: ReproductionJob, parsed: Any) -> str:
+    """Why the uploaded log is not a record of this job's run, or ""."""
+    start, _ = parsed.run_bounds()
+    if start is None:
+        return "the log has no run_start: it is not the MLLOG record of a training run"
+    seed = job.config.get("seed")
+    if seed is not None and not any(_same_value(logged, seed) for logged in parsed.seeds()):
+        return f"the log is not this job's run: it logs seed {parsed.seeds() or 'none'}, the job asked for {seed}"
+    logged = parsed.hyperparameters()
+    for key in REPRODUCED_HYPERPARAMETERS:
+        if key not in job.config:
+            continue
+        asked = job.config[key]
+        if key in logged and not _same_value(logged[key], asked):
+            return f"the log is not this job's run: {key} is {logged[key]!r}, the job asked for {asked!r}"
+        if key not in logged:
+            return f"the log is not this job's run: it does not log {key}, which the job set to {asked!r}"
+    return ""
+
+
 def _update_result_badge(result_id: int) -> None:
     """The newest judged reproduction of a result, kept on the result for tables and the API."""
-    latest = (ReproductionJob.objects.filter(result_id=result_id, state__in=(
-        ReproductionJob.REPRODUCED, ReproductionJob.MISMATCH, ReproductionJob.FAILED)).order_by("-finished_at").first())
+    # A judged verdict (reproduced, mismatch) outranks any number of runs that could not be carried
+    # out: "failed" shows only while no reproduction of the result was ever judged.
+    jobs = ReproductionJob.objects.filter(result_id=result_id).order_by("-finished_at", "-pk")
+    latest = (jobs.filter(state__in=(ReproductionJob.REPRODUCED, ReproductionJob.MISMATCH)).first()
+              or jobs.filter(state=ReproductionJob.FAILED).first())
     Result.objects.filter(pk=result_id).update(reproduction=latest.state if latest else "")
 
 
@@ -343,7 +424,8 @@ def attempts_sweep(*, now: datetime.datetime | None = None) -> list[int]:
     expired = ReproductionJob.objects.active().filter(current_attempt__lease_expires_at__lte=now)
     for job_id in expired.values_list("pk", flat=True):
         with transaction.atomic():
-            job = ReproductionJob.objects.select_for_update().select_related("current_attempt").get(pk=job_id)
+            job = (ReproductionJob.objects.select_for_update(of=("self",)).select_related("current_attempt")
+                   .get(pk=job_id))
             attempt = job.current_attempt
             if job.state not in (ReproductionJob.LEASED, ReproductionJob.RUNNING) or attempt is None \
                     or attempt.lease_expires_at > now or attempt.completed_at is not None:
@@ -352,7 +434,10 @@ def attempts_sweep(*, now: datetime.datetime | None = None) -> list[int]:
             attempt.answer = {"job_state": "expired", "verdict": None}
             attempt.save(update_fields=["outcome", "completed_at", "answer"])
             before = {"state": job.state, "attempt": attempt.number}
-            if attempt.number >= job.max_attempts:
+            if job.cancel_requested:  # its runner vanished before it could hear the cancel
+                job.state, job.finished_at = ReproductionJob.CANCELLED, now
+                job.failure_reason = "cancelled on request (the runner went silent before stopping it)"
+            elif attempt.number >= job.max_attempts:
                 job.state, job.finished_at = ReproductionJob.FAILED, now
                 job.failure_reason = (f"platform: the runner went silent on all {attempt.number} attempts "
                                       "(leases expired)")

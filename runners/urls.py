@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runners import agent_api, views
+from runners import agent_api, api, views
 
 app_name = "runners"
 urlpatterns = [
@@ -8,6 +8,8 @@ urlpatterns = [
     path("results/<int:result_pk>/reproduce/", views.job_request, name="request"),
     path("operators/runners/", views.operators, name="operators"),
     path("operators/runners/new/", views.runner_create, name="runner_create"),
+    path("operators/runners/<int:pk>/enabled/", views.runner_enable, name="runner_enable"),
+    path("operators/runners/<int:pk>/token/", views.runner_rotate, name="runner_rotate"),
     path("operators/jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("operators/jobs/<int:pk>/retry/", views.job_retry, name="job_retry"),
 ]
@@ -17,4 +19,9 @@ agent_urlpatterns = [
     path("attempts/<int:attempt_id>/heartbeat", agent_api.HeartbeatApi.as_view(), name="heartbeat"),
     path("attempts/<int:attempt_id>/log", agent_api.LogApi.as_view(), name="log"),
     path("attempts/<int:attempt_id>/complete", agent_api.CompleteApi.as_view(), name="complete"),
+]
+
+api_urlpatterns = [
+    path("reproductions/", api.ReproductionListApi.as_view(), name="reproduction-list"),
+    path("reproductions/<int:pk>/", api.ReproductionDetailApi.as_view(), name="reproduction-detail"),
 ]

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from leaderboard.selectors import visible_results
@@ -86,7 +87,7 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         services.job_cancel(job=job, user=request.user)
     except services.JobError as exc:
         messages.error(request, str(exc))
-    return redirect(request.POST.get("next") or job.get_absolute_url())
+    return redirect(_next(request, job.get_absolute_url()))
 
 
 @staff_member_required
@@ -97,7 +98,34 @@ def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
         services.job_retry(job=job, user=request.user)
     except services.JobError as exc:
         messages.error(request, str(exc))
-    return redirect(request.POST.get("next") or job.get_absolute_url())
+    return redirect(_next(request, job.get_absolute_url()))
+
+
+def _next(request: HttpRequest, default: str) -> str:
+    """Back to where the form was, if that is a page of this site."""
+    target = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure())
+    return target if target and safe else default
+
+
+@staff_member_required
+@require_POST
+def runner_enable(request: HttpRequest, pk: int) -> HttpResponse:
+    runner = get_object_or_404(Runner, pk=pk)
+    enabled = request.POST.get("enabled") == "1"
+    services.runner_set_enabled(runner=runner, enabled=enabled, actor=request.user)
+    messages.success(request, f"Runner {runner.name} {'enabled' if enabled else 'disabled: its token is refused'}.")
+    return redirect("runners:operators")
+
+
+@staff_member_required
+@require_POST
+def runner_rotate(request: HttpRequest, pk: int) -> HttpResponse:
+    runner = get_object_or_404(Runner, pk=pk)
+    token = services.runner_token_rotate(runner=runner, actor=request.user)
+    request.session["new_runner_token"] = {"name": runner.name, "token": token}  # shown once, on the next page
+    return redirect("runners:operators")
 
 
 def lease_age(attempt: Attempt | None) -> float | None:

@@ -181,7 +181,8 @@ def test_an_attempt_secret_is_refused_for_another_attempt(operator) -> None:
 
 def test_a_runner_token_is_good_only_on_the_agent_api(operator) -> None:
     client, _ = _agent(operator)
-    for url in ("/api/v1/results/", "/api/v1/submissions/", "/api/v1/flags/", "/api/v1/rounds/"):
+    for url in ("/api/v1/results/", "/api/v1/submissions/", "/api/v1/flags/", "/api/v1/rounds/",
+                "/api/v1/reproductions/"):
         assert client.get(url).status_code == 401, url
     assert client.get("/operators/runners/").status_code == 302  # the web pages know no runner tokens
     person = APIClient()

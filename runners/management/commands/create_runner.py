@@ -22,10 +22,14 @@ class Command(BaseCommand):
         if Runner.objects.filter(name=options["name"]).exists():
             raise CommandError(f"a runner named {options['name']!r} exists")
         users = get_user_model().objects
-        user = users.filter(username=options["by"]).first() if options["by"] else \
-            users.filter(is_superuser=True).order_by("pk").first()
-        if user is None:
-            raise CommandError("no user to record as creator: create a superuser or pass --by USERNAME")
+        if options["by"]:
+            user = users.filter(username=options["by"]).first()
+            if user is None:
+                raise CommandError(f"no user {options['by']!r} (--by names the user recorded as creator)")
+        else:
+            user = users.filter(is_superuser=True).order_by("pk").first()
+            if user is None:
+                raise CommandError("no user to record as creator: create a superuser or pass --by USERNAME")
         organization = None
         if options["organization"]:
             organization = Organization.objects.filter(slug=options["organization"]).first()

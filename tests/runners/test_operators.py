@@ -1,0 +1,85 @@
+"""The operators' page: runners with their controls, the queue, and the job page's details."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from ingest.models import AuditEvent
+from runners import services
+from runners.models import Attempt, ReproductionJob, Runner
+from tests.runners.test_agent_api import CPU, _agent, _claim, _complete, _result
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator():
+    return get_user_model().objects.create_user("ops", is_staff=True)
+
+
+@pytest.fixture
+def web(operator) -> Client:
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
+def test_only_staff_open_the_operators_page(operator) -> None:
+    assert Client().get("/operators/runners/").status_code == 302
+    person = Client()
+    person.force_login(get_user_model().objects.create_user("alice"))
+    assert person.get("/operators/runners/").status_code == 302
+    assert person.post("/operators/runners/new/", {"name": "sneaky"}).status_code == 302
+    assert not Runner.objects.filter(name="sneaky").exists()
+
+
+def test_disabling_a_runner_refuses_its_token_until_enabled_again(operator, web) -> None:
+    client, runner = _agent(operator)
+    assert web.post(f"/operators/runners/{runner.pk}/enabled/", {"enabled": "0"}).status_code == 302
+    assert client.post("/api/agent/v1/claim", CPU, format="json").status_code == 401
+    page = web.get("/operators/runners/").content.decode()
+    assert "disabled" in page and ">Enable<" in page
+    web.post(f"/operators/runners/{runner.pk}/enabled/", {"enabled": "1"})
+    assert client.post("/api/agent/v1/claim", CPU, format="json").status_code == 204
+    actions = list(AuditEvent.objects.filter(subject_id=runner.pk, action__startswith="runner.")
+                   .values_list("action", flat=True).order_by("pk"))
+    assert actions[-2:] == ["runner.disable", "runner.enable"]
+
+
+def test_a_new_token_replaces_the_old_and_is_shown_once(operator, web) -> None:
+    old, runner = _agent(operator)
+    web.post(f"/operators/runners/{runner.pk}/token/")
+    page = web.get("/operators/runners/").content.decode()
+    assert "shown this once" in page
+    assert "shown this once" not in web.get("/operators/runners/").content.decode()
+    assert old.post("/api/agent/v1/claim", CPU, format="json").status_code == 401
+    assert runner.tokens.filter(revoked_at__isnull=True).count() == 1
+
+
+def test_cancel_goes_back_only_to_a_page_of_this_site(operator, web) -> None:
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
+                              user=operator)
+    response = web.post(f"/operators/jobs/{job.pk}/cancel/", {"next": "https://evil.example/"})
+    assert response.status_code == 302 and response["Location"] == job.get_absolute_url()
+    retried = web.post(f"/operators/jobs/{job.pk}/retry/", {"next": "/operators/runners/"})
+    assert retried["Location"] == "/operators/runners/"
+
+
+def test_the_job_page_shows_why_an_attempt_failed(operator, web) -> None:
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.TIMING,
+                              user=operator)
+    client, _ = _agent(operator)
+    _complete(client, _claim(client, CPU), exit_code=1, output_tail="Traceback\nRuntimeError: CUDA out of memory")
+    page = web.get(job.get_absolute_url()).content.decode()
+    assert "RuntimeError: CUDA out of memory" in page
+    assert "a CPU-only runner, as the system had no accelerators" in page
+    assert Attempt.objects.get().outcome == "failed"
+
+
+def test_create_runner_names_a_missing_creator(operator) -> None:
+    with pytest.raises(CommandError, match="no user 'nobody'"):
+        call_command("create_runner", "r1", "--by", "nobody")
+    assert not Runner.objects.filter(name="r1").exists()
