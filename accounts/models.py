@@ -39,7 +39,8 @@ class Membership(models.Model):
         return f"{self.user} {self.role} of {self.organization}"
 
 
-def _digest(secret: str) -> str:
+def secret_digest(secret: str) -> str:
+    """What is stored of a secret (tokens, invitation links, attempt secrets): its SHA-256."""
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
@@ -66,7 +67,7 @@ class Invitation(models.Model):
 
     @staticmethod
     def hash_token(token: str) -> str:
-        return _digest(token)
+        return secret_digest(token)
 
     def is_usable(self, now: timezone.datetime | None = None) -> bool:
         return self.accepted_at is None and self.expires_at > (now or timezone.now())
@@ -83,30 +84,16 @@ class IssuedToken:
     secret: str  # shown to the user once; only its hash is stored
 
 
-class ApiToken(models.Model):
-    """A personal API token: `pod_<prefix>_<secret>`; the prefix finds the row, the secret is hashed."""
+class PrefixedSecretToken(models.Model):
+    """A token `<PREFIX>_<prefix>_<secret>`: the prefix finds the row, only the secret's hash is stored."""
 
-    READ, SUBMIT = "read", "submit"
-    SCOPES = [(READ, "read: see what you may see"), (SUBMIT, "submit: also upload bundles")]
-    PREFIX = "pod"
+    PREFIX = ""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=80)
     prefix = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64)
-    scope = models.CharField(max_length=8, choices=SCOPES, default=READ)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField()
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…, {self.scope})"
+        abstract = True
 
     @classmethod
     def new_secret(cls) -> tuple[str, str, str]:
@@ -124,10 +111,34 @@ class ApiToken(models.Model):
 
     @staticmethod
     def hash_secret(secret: str) -> str:
-        return _digest(secret)
+        return secret_digest(secret)
 
     def matches(self, secret: str) -> bool:
-        return hmac.compare_digest(self.secret_hash, _digest(secret))
+        return hmac.compare_digest(self.secret_hash, secret_digest(secret))
+
+
+class ApiToken(PrefixedSecretToken):
+    """A personal API token: `pod_<prefix>_<secret>`."""
+
+    READ, SUBMIT = "read", "submit"
+    SCOPES = [(READ, "read: see what you may see"), (SUBMIT, "submit: also upload bundles")]
+    PREFIX = "pod"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80)
+    scope = models.CharField(max_length=8, choices=SCOPES, default=READ)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…, {self.scope})"
 
     def allows(self, scope: str) -> bool:
         return self.scope == self.SUBMIT or scope == self.READ

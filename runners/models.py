@@ -8,7 +8,6 @@ job's current one is refused.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 
@@ -17,11 +16,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import PrefixedSecretToken, secret_digest
 from ingest.models import Organization, Result, Run
-
-
-def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class Runner(models.Model):
@@ -52,38 +48,17 @@ class Runner(models.Model):
         return self.accelerator_count == 0
 
 
-class RunnerToken(models.Model):
+class RunnerToken(PrefixedSecretToken):
     """`prn_<prefix>_<secret>`: good for the agent API only, never for the public or submitter API."""
 
     PREFIX = "prn"
 
     runner = models.ForeignKey(Runner, on_delete=models.CASCADE, related_name="tokens")
-    prefix = models.CharField(max_length=16, unique=True)
-    secret_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.runner} ({self.prefix}…)"
-
-    @classmethod
-    def new_secret(cls) -> tuple[str, str, str]:
-        prefix, secret = secrets.token_hex(4), secrets.token_urlsafe(30)
-        return prefix, secret, f"{cls.PREFIX}_{prefix}_{secret}"
-
-    @classmethod
-    def split(cls, raw: str) -> tuple[str, str] | None:
-        parts = raw.strip().split("_", 2)
-        if len(parts) != 3 or parts[0] != cls.PREFIX or not parts[1] or not parts[2]:
-            return None
-        return parts[1], parts[2]
-
-    @staticmethod
-    def hash_secret(secret: str) -> str:
-        return _digest(secret)
-
-    def matches(self, secret: str) -> bool:
-        return hmac.compare_digest(self.secret_hash, _digest(secret))
 
 
 class JobQuerySet(models.QuerySet["ReproductionJob"]):
@@ -176,10 +151,10 @@ class Attempt(models.Model):
     @staticmethod
     def new_secret() -> tuple[str, str]:
         secret = secrets.token_urlsafe(24)
-        return secret, _digest(secret)
+        return secret, secret_digest(secret)
 
     def matches(self, secret: str) -> bool:
-        return hmac.compare_digest(self.secret_hash, _digest(secret))
+        return hmac.compare_digest(self.secret_hash, secret_digest(secret))
 
     def lease_expired(self, now: timezone.datetime | None = None) -> bool:
         return self.lease_expires_at <= (now or timezone.now())
