@@ -68,8 +68,16 @@ class AgentView(APIView):
     def secret(self) -> str:
         return self.request.headers.get("X-Attempt-Secret", "")
 
-    def stale(self, exc: Exception) -> Response:
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    def handle_exception(self, exc: Exception) -> Response:
+        # The refusals every attempt endpoint shares.
+        if isinstance(exc, services.StaleAttempt):
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        if isinstance(exc, services.UnknownAttempt):
+            return Response({"detail": "No such attempt for this runner and secret."},
+                            status=status.HTTP_404_NOT_FOUND)
+        if isinstance(exc, services.JobError):
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return super().handle_exception(exc)
 
 
 class ClaimApi(AgentView):
@@ -101,15 +109,9 @@ class HeartbeatApi(AgentView):
     def post(self, request: Request, attempt_id: int) -> Response:
         data = HeartbeatInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            lease, cancel = services.attempt_heartbeat(attempt_id=attempt_id, runner=self.runner,
-                                                       secret=self.secret(), progress=data.validated_data["progress"],
-                                                       log_lines=data.validated_data["log_lines"])
-        except services.StaleAttempt as exc:
-            return self.stale(exc)
-        except PermissionError:
-            return Response({"detail": "No such attempt for this runner and secret."},
-                            status=status.HTTP_404_NOT_FOUND)
+        lease, cancel = services.attempt_heartbeat(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
+                                                   progress=data.validated_data["progress"],
+                                                   log_lines=data.validated_data["log_lines"])
         return Response({"lease_seconds": lease, "cancel": cancel})
 
 
@@ -119,16 +121,8 @@ class LogApi(AgentView):
     @extend_schema(exclude=True)
     def put(self, request: Request, attempt_id: int) -> Response:
         body = request.data if isinstance(request.data, bytes) else b""
-        try:
-            attempt = services.attempt_log_upload(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
-                                                  data=body, sha256=request.headers.get("X-Content-SHA256", ""))
-        except services.StaleAttempt as exc:
-            return self.stale(exc)
-        except PermissionError:
-            return Response({"detail": "No such attempt for this runner and secret."},
-                            status=status.HTTP_404_NOT_FOUND)
-        except services.JobError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        attempt = services.attempt_log_upload(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
+                                              data=body, sha256=request.headers.get("X-Content-SHA256", ""))
         return Response({"sha256": attempt.log_sha256, "bytes": attempt.log_bytes})
 
 
@@ -138,16 +132,8 @@ class CompleteApi(AgentView):
         data = CompleteInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        try:
-            answer = services.attempt_complete(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
-                                               outcome=v["outcome"], exit_code=v["exit_code"],
-                                               output_tail=v["output_tail"], elapsed_seconds=v["elapsed_seconds"],
-                                               log_sha256=v["log_sha256"])
-        except services.StaleAttempt as exc:
-            return self.stale(exc)
-        except PermissionError:
-            return Response({"detail": "No such attempt for this runner and secret."},
-                            status=status.HTTP_404_NOT_FOUND)
-        except services.JobError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        answer = services.attempt_complete(attempt_id=attempt_id, runner=self.runner, secret=self.secret(),
+                                           outcome=v["outcome"], exit_code=v["exit_code"],
+                                           output_tail=v["output_tail"], elapsed_seconds=v["elapsed_seconds"],
+                                           log_sha256=v["log_sha256"])
         return Response(answer)

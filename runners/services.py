@@ -35,6 +35,10 @@ class JobError(ValueError):
     """The request cannot be carried out; the message says why."""
 
 
+class UnknownAttempt(LookupError):
+    """No such attempt for this runner and secret (answered 404: nothing about it is confirmed)."""
+
+
 class StaleAttempt(Exception):
     """A report from an attempt that is no longer the job's current one (answered 409)."""
 
@@ -262,7 +266,7 @@ def _current(attempt_id: int, runner: Runner, secret: str, *, for_update: bool =
         query = query.select_for_update()
     attempt = query.filter(pk=attempt_id, runner=runner).first()
     if attempt is None or not attempt.matches(secret):
-        raise PermissionError("unknown attempt, or not this runner's, or a wrong secret")
+        raise UnknownAttempt("unknown attempt, or not this runner's, or a wrong secret")
     if attempt.job.current_attempt_id != attempt.pk or attempt.completed_at is not None:
         raise StaleAttempt("this attempt is no longer the job's current one")
     if attempt.lease_expired():
