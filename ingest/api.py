@@ -19,6 +19,7 @@ from accounts.access import UPLOAD_ROLES, organizations_of
 from accounts.authentication import TokenScopeAllows
 from ingest import selectors, storage
 from ingest.bundles import LooseFile
+from ingest.models import Submission
 from ingest.services.submissions import UploadOutcome, UploadRefused, submission_upload, submission_upload_files
 from leaderboard.models import Round
 
@@ -95,6 +96,17 @@ class UploadOutput(serializers.Serializer):
     created = serializers.BooleanField(help_text="False when these exact bytes were uploaded before")
 
 
+def upload_answer(request: Request, submission: Submission, *, created: bool) -> dict[str, Any]:
+    """The answer to an upload (UploadOutput), whichever endpoint took it."""
+    return {
+        "id": submission.pk,
+        "state": submission.state,
+        "url": request.build_absolute_uri(submission.get_absolute_url()),
+        "status_url": request.build_absolute_uri(f"/api/v1/submissions/{submission.pk}/"),
+        "created": created,
+    }
+
+
 class SubmissionSummaryOutput(serializers.Serializer):
     id = serializers.IntegerField()
     round = serializers.CharField()
@@ -156,14 +168,7 @@ class SubmissionListCreateApi(APIView):
             outcome = upload_from_request(request.user, serializer.validated_data)
         except UploadRefused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        submission = outcome.submission
-        body = {
-            "id": submission.pk,
-            "state": submission.state,
-            "url": request.build_absolute_uri(submission.get_absolute_url()),
-            "status_url": request.build_absolute_uri(f"/api/v1/submissions/{submission.pk}/"),
-            "created": outcome.created,
-        }
+        body = upload_answer(request, outcome.submission, created=outcome.created)
         return Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
 
     @extend_schema(operation_id="submissions_list", responses={200: SubmissionSummaryOutput(many=True)})

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
 from ingest import storage
-from ingest.api import UploadOutput, save_upload
+from ingest.api import UploadOutput, save_upload, upload_answer
 from ingest.services.submissions import UploadRefused
 from leaderboard.selectors import visible_results
 from reviews import access, services
@@ -99,9 +99,14 @@ class BorrowingInput(serializers.Serializer):
     bundle = serializers.FileField(help_text="The entry's bundle with the borrowed hyperparameters")
 
 
-def _refusal(exc: Exception) -> Response:
-    code = status.HTTP_403_FORBIDDEN if isinstance(exc, PermissionDenied) else status.HTTP_400_BAD_REQUEST
-    return Response({"detail": str(exc)}, status=code)
+class ReviewApiView(APIView):
+    def handle_exception(self, exc: Exception) -> Response:
+        # The services' refusals, with their reasons: 403 for who may not, 400 for what cannot be done.
+        if isinstance(exc, PermissionDenied):
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+        if isinstance(exc, (services.ReviewError, UploadRefused)):
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return super().handle_exception(exc)
 
 
 def _flags(request: Request) -> Any:
@@ -110,7 +115,7 @@ def _flags(request: Request) -> Any:
                                                                              "comments__organization")
 
 
-class FlagListApi(APIView):
+class FlagListApi(ReviewApiView):
     permission_classes = [AllowAny, TokenScopeAllows]
 
     @extend_schema(operation_id="flags_list", responses={200: FlagOutput(many=True)})
@@ -131,18 +136,15 @@ class FlagListApi(APIView):
         result = visible_results(request.user).filter(pk=data.validated_data["result"]).first()
         if result is None:
             return Response({"detail": "No such result."}, status=status.HTTP_404_NOT_FOUND)
-        try:
-            flag = services.flag_raise(user=request.user, result=result, rule=data.validated_data["rule"],
-                                       description=data.validated_data["description"],
-                                       anchor_file=data.validated_data["anchor_file"],
-                                       anchor_line=data.validated_data["anchor_line"],
-                                       run_position=data.validated_data["run"])
-        except (PermissionDenied, services.ReviewError) as exc:
-            return _refusal(exc)
+        flag = services.flag_raise(user=request.user, result=result, rule=data.validated_data["rule"],
+                                   description=data.validated_data["description"],
+                                   anchor_file=data.validated_data["anchor_file"],
+                                   anchor_line=data.validated_data["anchor_line"],
+                                   run_position=data.validated_data["run"])
         return Response(FlagOutput(flag, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
-class FlagDetailApi(APIView):
+class FlagDetailApi(ReviewApiView):
     permission_classes = [AllowAny, TokenScopeAllows]
 
     @extend_schema(operation_id="flags_retrieve", responses={200: FlagOutput})
@@ -151,7 +153,7 @@ class FlagDetailApi(APIView):
         return Response(FlagOutput(flag, context={"request": request}).data)
 
 
-class FlagCommentApi(APIView):
+class FlagCommentApi(ReviewApiView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
 
     @extend_schema(operation_id="flags_comment", request=CommentInput, responses={201: CommentOutput})
@@ -159,14 +161,11 @@ class FlagCommentApi(APIView):
         flag = access.access_flag(request.user, pk)
         data = CommentInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            comment = services.flag_comment(user=request.user, flag=flag, **data.validated_data)
-        except (PermissionDenied, services.ReviewError) as exc:
-            return _refusal(exc)
+        comment = services.flag_comment(user=request.user, flag=flag, **data.validated_data)
         return Response(CommentOutput(comment).data, status=status.HTTP_201_CREATED)
 
 
-class FlagDecisionApi(APIView):
+class FlagDecisionApi(ReviewApiView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
 
     @extend_schema(operation_id="flags_decide", request=DecisionInput, responses={200: FlagOutput})
@@ -174,10 +173,7 @@ class FlagDecisionApi(APIView):
         flag = access.access_flag(request.user, pk)
         data = DecisionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            flag = services.flag_decide(user=request.user, flag=flag, **data.validated_data)
-        except (PermissionDenied, services.ReviewError) as exc:
-            return _refusal(exc)
+        flag = services.flag_decide(user=request.user, flag=flag, **data.validated_data)
         return Response(FlagOutput(flag, context={"request": request}).data)
 
 
@@ -185,7 +181,7 @@ class ResubmissionInput(serializers.Serializer):
     bundle = serializers.FileField(help_text="The corrected bundle: the flagged entry alone (.tar.gz, .tgz or .zip)")
 
 
-class FlagResubmissionApi(APIView):
+class FlagResubmissionApi(ReviewApiView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
     throttle_scope = "uploads"
 
@@ -197,22 +193,13 @@ class FlagResubmissionApi(APIView):
         data.is_valid(raise_exception=True)
         with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
             path = save_upload(data.validated_data["bundle"], Path(tmp))
-            try:
-                submission = services.flag_resubmit(user=request.user, flag=flag, archive=path,
-                                                    original_name=data.validated_data["bundle"].name)
-            except (PermissionDenied, services.ReviewError, UploadRefused) as exc:
-                return _refusal(exc)
+            submission = services.flag_resubmit(user=request.user, flag=flag, archive=path,
+                                                original_name=data.validated_data["bundle"].name)
         submission.refresh_from_db()
-        return Response({
-            "id": submission.pk,
-            "state": submission.state,
-            "url": request.build_absolute_uri(submission.get_absolute_url()),
-            "status_url": request.build_absolute_uri(f"/api/v1/submissions/{submission.pk}/"),
-            "created": True,
-        }, status=status.HTTP_201_CREATED)
+        return Response(upload_answer(request, submission, created=True), status=status.HTTP_201_CREATED)
 
 
-class BorrowingListApi(APIView):
+class BorrowingListApi(ReviewApiView):
     permission_classes = [AllowAny, TokenScopeAllows]
 
     @extend_schema(operation_id="borrowings_list", responses={200: BorrowingOutput(many=True)})
@@ -235,10 +222,7 @@ class BorrowingListApi(APIView):
             return Response({"detail": "No such entry or source."}, status=status.HTTP_404_NOT_FOUND)
         with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
             path = save_upload(data.validated_data["bundle"], Path(tmp))
-            try:
-                borrowing = services.borrowing_start(user=request.user, entry=entry, source=source, archive=path,
-                                                     original_name=data.validated_data["bundle"].name)
-            except (PermissionDenied, services.ReviewError, UploadRefused) as exc:
-                return _refusal(exc)
+            borrowing = services.borrowing_start(user=request.user, entry=entry, source=source, archive=path,
+                                                 original_name=data.validated_data["bundle"].name)
         borrowing.refresh_from_db()
         return Response(BorrowingOutput(borrowing).data, status=status.HTTP_201_CREATED)
