@@ -23,6 +23,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/python -m tools.typecheck
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 

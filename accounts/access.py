@@ -6,28 +6,23 @@ outsiders); a member without the needed role gets 403 with the reason.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from accounts.models import Membership
-from ingest.models import Organization
+from accounts.models import Membership, Organization
+from accounts.viewer import viewer_of
 
-UPLOAD_ROLES = (Membership.SUBMITTER, Membership.ADMIN)
+UPLOAD_ROLES = (Membership.Role.SUBMITTER, Membership.Role.ADMIN)
 
 
-def organizations_of(user: AbstractBaseUser | AnonymousUser, roles: tuple[str, ...] | None = None
+def organizations_of(user: User | AnonymousUser, roles: tuple[str, ...] | None = None
                      ) -> QuerySet[Organization]:
-    if not user.is_authenticated:
-        return Organization.objects.none()
-    memberships = Membership.objects.filter(user=user)
-    if roles is not None:
-        memberships = memberships.filter(role__in=roles)
-    return Organization.objects.filter(pk__in=memberships.values("organization_id"))
+    return Organization.objects.filter(pk__in=viewer_of(user).organization_ids(roles))
 
 
-def access_organization(user: AbstractBaseUser | AnonymousUser, slug: str, roles: tuple[str, ...]) -> Organization:
+def access_organization(user: User | AnonymousUser, slug: str, roles: tuple[str, ...]) -> Organization:
     organization = organizations_of(user).filter(slug=slug).first()
     if organization is None:
         raise Http404("No such organization")

@@ -1,6 +1,12 @@
 from django.contrib import admin
 
-from accounts.models import ApiToken, Invitation, Membership
+from accounts.models import ApiToken, AuditEvent, Invitation, Membership, Organization
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name"]
 
 
 @admin.register(Membership)
@@ -25,3 +31,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "prefix", "scope", "expires_at", "revoked_at", "last_used_at"]
     exclude = ["secret_hash"]
     readonly_fields = ["prefix"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "actor_label", "action", "subject_type", "subject_id"]
+    list_filter = ["action", "subject_type"]
+
+    def has_change_permission(self, request, obj=None) -> bool:  # the audit trail is append-only
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -59,4 +59,4 @@ class TokenScopeAllows(BasePermission):
         token = request.auth
         if not isinstance(token, ApiToken):
             return True
-        return token.allows(ApiToken.READ if request.method in SAFE_METHODS else ApiToken.SUBMIT)
+        return token.allows(ApiToken.Scope.READ if request.method in SAFE_METHODS else ApiToken.Scope.SUBMIT)

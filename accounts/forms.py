@@ -8,7 +8,7 @@ from accounts.models import ApiToken, Membership
 
 class InvitationForm(forms.Form):
     email = forms.EmailField()
-    role = forms.ChoiceField(choices=Membership.ROLES, initial=Membership.SUBMITTER)
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.SUBMITTER)
 
 
 class SignUpForm(forms.Form):
@@ -24,5 +24,5 @@ class SignUpForm(forms.Form):
 
 class ApiTokenForm(forms.Form):
     name = forms.CharField(max_length=80, help_text="What the token is for, e.g. 'CI uploads'")
-    scope = forms.ChoiceField(choices=ApiToken.SCOPES, initial=ApiToken.READ)
+    scope = forms.ChoiceField(choices=ApiToken.Scope.choices, initial=ApiToken.Scope.READ)
     days = forms.IntegerField(min_value=1, max_value=365, initial=90, label="Valid for (days)")

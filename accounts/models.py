@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import secrets
@@ -11,22 +12,30 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from ingest.models import Organization
+
+class Organization(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=120, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Membership(models.Model):
     """One role of one user in one organization; a user may hold several roles there."""
 
-    ADMIN, SUBMITTER, REVIEWER = "admin", "submitter", "reviewer"
-    ROLES = [
-        (ADMIN, "Organization admin (invites members)"),
-        (SUBMITTER, "Submitter (uploads results)"),
-        (REVIEWER, "Reviewer (reviews other organizations' results during review)"),
-    ]
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Organization admin (invites members)"
+        SUBMITTER = "submitter", "Submitter (uploads results)"
+        REVIEWER = "reviewer", "Reviewer (reviews other organizations' results during review)"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=12, choices=ROLES)
+    role = models.CharField(max_length=12, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -49,7 +58,7 @@ class Invitation(models.Model):
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
     email = models.EmailField()
-    role = models.CharField(max_length=12, choices=Membership.ROLES)
+    role = models.CharField(max_length=12, choices=Membership.Role.choices)
     token_hash = models.CharField(max_length=64, unique=True)
     invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                                    related_name="+")
@@ -69,12 +78,12 @@ class Invitation(models.Model):
     def hash_token(token: str) -> str:
         return secret_digest(token)
 
-    def is_usable(self, now: timezone.datetime | None = None) -> bool:
+    def is_usable(self, now: datetime.datetime | None = None) -> bool:
         return self.accepted_at is None and self.expires_at > (now or timezone.now())
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self, now: timezone.datetime | None = None) -> ApiTokenQuerySet:
+    def active(self, now: datetime.datetime | None = None) -> ApiTokenQuerySet:
         return self.filter(revoked_at__isnull=True, expires_at__gt=now or timezone.now())
 
 
@@ -120,13 +129,15 @@ class PrefixedSecretToken(models.Model):
 class ApiToken(PrefixedSecretToken):
     """A personal API token: `pod_<prefix>_<secret>`."""
 
-    READ, SUBMIT = "read", "submit"
-    SCOPES = [(READ, "read: see what you may see"), (SUBMIT, "submit: also upload bundles")]
+    class Scope(models.TextChoices):
+        READ = "read", "read: see what you may see"
+        SUBMIT = "submit", "submit: also upload bundles"
+
     PREFIX = "pod"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=80)
-    scope = models.CharField(max_length=8, choices=SCOPES, default=READ)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.READ)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -141,7 +152,28 @@ class ApiToken(PrefixedSecretToken):
         return f"{self.name} ({self.prefix}…, {self.scope})"
 
     def allows(self, scope: str) -> bool:
-        return self.scope == self.SUBMIT or scope == self.READ
+        return self.scope == self.Scope.SUBMIT or scope == self.Scope.READ
 
-    def is_active(self, now: timezone.datetime | None = None) -> bool:
+    def is_active(self, now: datetime.datetime | None = None) -> bool:
         return self.revoked_at is None and self.expires_at > (now or timezone.now())
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when, from what to what; written in the same transaction as the change."""
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_label = models.CharField(max_length=120, help_text="User name or the command that acted")
+    action = models.CharField(max_length=60)
+    subject_type = models.CharField(max_length=40)
+    subject_id = models.PositiveBigIntegerField()
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["subject_type", "subject_id"])]
+
+    def __str__(self) -> str:
+        when = f"{self.created_at:%Y-%m-%d %H:%M}"
+        return f"{when} {self.actor_label} {self.action} {self.subject_type}:{self.subject_id}"

@@ -14,7 +14,9 @@ from accounts import services
 from accounts.access import access_organization, organizations_of
 from accounts.forms import ApiTokenForm, InvitationForm, SignUpForm
 from accounts.models import ApiToken, Membership
-from config import ratelimit
+from accounts.viewer import signed_in
+from core import ratelimit
+from core.errors import Refusal
 
 TOKENS_PER_HOUR = 30
 
@@ -34,12 +36,12 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
                 login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             else:
                 user = None
-        except services.InvitationError as exc:
-            form.add_error(None, str(exc))
+        except Refusal as refusal:
+            form.add_error(None, refusal.message)
             user = None
         if user is not None:
             messages.success(request, f"You joined {invitation.organization.name} as {invitation.role}.")
-            may_upload = invitation.role in (Membership.SUBMITTER, Membership.ADMIN)
+            may_upload = invitation.role in (Membership.Role.SUBMITTER, Membership.Role.ADMIN)
             return redirect("ingest:upload" if may_upload else "leaderboard:home")
     return render(request, "accounts/invitation_accept.html", {"invitation": invitation, "form": form})
 
@@ -47,15 +49,15 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
 @login_required
 def organization_members(request: HttpRequest, slug: str) -> HttpResponse:
     organization = get_object_or_404(organizations_of(request.user), slug=slug)
-    is_admin = organizations_of(request.user, (Membership.ADMIN,)).filter(pk=organization.pk).exists()
+    is_admin = organizations_of(request.user, (Membership.Role.ADMIN,)).filter(pk=organization.pk).exists()
     form = InvitationForm(request.POST or None)
     if request.method == "POST":
-        organization = access_organization(request.user, slug, (Membership.ADMIN,))
+        organization = access_organization(request.user, slug, (Membership.Role.ADMIN,))
         if form.is_valid():
             accept_url = request.build_absolute_uri(reverse("accounts:invitation", args=["TOKEN"]))
             services.invitation_create(
                 organization=organization, email=form.cleaned_data["email"], role=form.cleaned_data["role"],
-                invited_by=request.user, accept_url=accept_url.replace("TOKEN", "{token}"),
+                actor=signed_in(request), accept_url=accept_url.replace("TOKEN", "{token}"),
             )
             messages.success(request, f"Invitation sent to {form.cleaned_data['email']}.")
             return redirect("accounts:members", slug=slug)
@@ -73,20 +75,20 @@ def tokens(request: HttpRequest) -> HttpResponse:
                                                         period_seconds=3600):
         form.add_error(None, f"At most {TOKENS_PER_HOUR} new tokens an hour; try again later.")
     elif request.method == "POST" and form.is_valid():
-        issued = services.api_token_issue(user=request.user, name=form.cleaned_data["name"],
+        issued = services.api_token_issue(user=signed_in(request), name=form.cleaned_data["name"],
                                           scope=form.cleaned_data["scope"], days=form.cleaned_data["days"])
         form = ApiTokenForm()
     return render(request, "accounts/tokens.html", {
         "form": form,
         "issued": issued,
-        "tokens": ApiToken.objects.filter(user=request.user),
+        "tokens": ApiToken.objects.filter(user=signed_in(request)),
     })
 
 
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
-    services.api_token_revoke(token=token, actor=request.user)
+    token = get_object_or_404(ApiToken, pk=pk, user=signed_in(request))
+    services.api_token_revoke(token=token, actor=signed_in(request))
     messages.success(request, f"Token {token.name} revoked.")
     return redirect("accounts:tokens")

@@ -52,9 +52,10 @@ def generate(results: int, rounds: int, seed: int = 7) -> dict[str, object]:
 
     from django.utils import timezone
 
-    from ingest.models import Organization, Result, Submission, System
-    from leaderboard.metrics import derived
-    from leaderboard.models import Benchmark, Round
+    from accounts.models import Organization
+    from catalog.models import Benchmark, Round
+    from ingest.metrics import derived
+    from ingest.models import Result, Submission, System
 
     rng = random.Random(seed)
     now = timezone.now()
@@ -108,9 +109,9 @@ def generate(results: int, rounds: int, seed: int = 7) -> dict[str, object]:
             org.pk: Submission(
                 organization=org,
                 round=round_,
-                source=Submission.IMPORT,
+                source=Submission.Source.IMPORT,
                 sha256=f"{r:02d}{org.pk:062d}",
-                state=Submission.VERIFIED,
+                state=Submission.State.VERIFIED,
             )
             for org in orgs
         }

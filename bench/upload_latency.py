@@ -43,11 +43,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from accounts.models import Membership
 from accounts.services import api_token_issue, membership_add
-from ingest.models import Organization
-from leaderboard.services import round_create
+from accounts.models import Organization
+from catalog.services import round_create
 user = get_user_model().objects.create_user("bench", password="bench-password-123")
 org = Organization.objects.create(name="Bench Org", slug="bench-org")
-membership_add(user=user, organization=org, role=Membership.SUBMITTER)
+membership_add(user=user, organization=org, role=Membership.Role.SUBMITTER)
 now = timezone.now()
 round_create(slug="bench-v4.0", name="Bench round", ruleset="4.0.0",
              submission_deadline=now + datetime.timedelta(days=1), publication_date=now + datetime.timedelta(days=9))

@@ -38,11 +38,13 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_htmx",
-    "leaderboard",
-    "ingest",
+    # Podium's apps, in dependency order: each imports only the ones above it (docs/architecture.md).
+    "catalog",
     "accounts",
+    "ingest",
     "reviews",
     "runners",
+    "leaderboard",
 ]
 
 MIDDLEWARE = [
@@ -52,6 +54,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.viewer.ViewerMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -126,7 +129,15 @@ STORAGES = {
         )
     },
 }
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.js from the installed plotly package, as vendor/plotly-<version>.min.js
+    "leaderboard.static_files.PlotlyFinder",
+]
 WHITENOISE_USE_FINDERS = DEBUG
+# A name that carries a version never changes content: browsers may keep it a year.
+WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/plotly-[^/]+\.min\.js$"
 
 CACHES = {
     "default": {
@@ -200,6 +211,7 @@ PODIUM_BASE_URL = env_str("PODIUM_BASE_URL", "http://127.0.0.1:8000").rstrip("/"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "core.api.exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

@@ -1,12 +1,6 @@
 from django.contrib import admin
 
-from ingest.models import AuditEvent, Finding, Organization, Result, Submission, System
-
-
-@admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "created_at"]
-    search_fields = ["name"]
+from ingest.models import Finding, Result, Submission, System
 
 
 @admin.register(System)
@@ -38,15 +32,3 @@ class FindingAdmin(admin.ModelAdmin):
     list_display = ["id", "severity", "checker", "rule", "file", "line", "message"]
     list_filter = ["severity", "checker"]
     raw_id_fields = ["submission", "result", "run"]
-
-
-@admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "actor_label", "action", "subject_type", "subject_id"]
-    list_filter = ["action", "subject_type"]
-
-    def has_change_permission(self, request, obj=None) -> bool:  # the audit trail is append-only
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from django.core.files.uploadedfile import UploadedFile
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -15,22 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import UPLOAD_ROLES, organizations_of
 from accounts.authentication import TokenScopeAllows
-from ingest import selectors, storage
-from ingest.bundles import LooseFile
+from accounts.viewer import signed_in
+from ingest import selectors
 from ingest.models import Submission
-from ingest.services.submissions import UploadOutcome, UploadRefused, submission_upload, submission_upload_files
-from leaderboard.models import Round
-
-
-def save_upload(upload: UploadedFile, directory: Path) -> Path:
-    """Write an uploaded file to disk in chunks (large bundles never sit in memory)."""
-    path = directory / "upload.bin"
-    with path.open("wb") as out:
-        for chunk in upload.chunks():
-            out.write(chunk)
-    return path
+from ingest.services.uploads import UploadRequest, upload_receive
 
 
 class UploadInput(serializers.Serializer):
@@ -50,42 +36,6 @@ class UploadInput(serializers.Serializer):
         if not attrs.get("bundle") and not (attrs.get("system") and attrs.get("results")):
             raise serializers.ValidationError("Send a bundle, or a system JSON and at least one result file.")
         return attrs
-
-
-def resolve_round_and_organization(user: Any, data: dict[str, Any]) -> tuple[Round, Any]:
-    round_ = Round.objects.filter(slug=data["round"]).first()
-    if round_ is None:
-        raise serializers.ValidationError({"round": [f"No round {data['round']!r}."]})
-    choices = organizations_of(user, UPLOAD_ROLES)
-    if data.get("organization"):
-        organization = choices.filter(slug=data["organization"]).first()
-        if organization is None:
-            raise serializers.ValidationError(
-                {"organization": ["You may not submit for this organization (or it does not exist)."]})
-    else:
-        options = list(choices[:2])
-        if len(options) != 1:
-            raise serializers.ValidationError({"organization": [
-                "You may not submit for any organization." if not options else
-                "You submit for several organizations: name one."]})
-        organization = options[0]
-    return round_, organization
-
-
-def upload_from_request(user: Any, data: dict[str, Any]) -> UploadOutcome:
-    round_, organization = resolve_round_and_organization(user, data)
-    if data.get("bundle"):
-        with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
-            path = save_upload(data["bundle"], Path(tmp))
-            return submission_upload(user=user, organization=organization, round_=round_, archive=path,
-                                     original_name=data["bundle"].name)
-    system = data["system"]
-    return submission_upload_files(
-        user=user, organization=organization, round_=round_,
-        system_json=LooseFile(name=system.name, data=system.read()),
-        result_files=[LooseFile(name=f.name, data=f.read()) for f in data["results"]],
-        benchmark=data.get("benchmark"),
-    )
 
 
 class UploadOutput(serializers.Serializer):
@@ -164,10 +114,10 @@ class SubmissionListCreateApi(APIView):
     def post(self, request: Request) -> Response:
         serializer = UploadInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            outcome = upload_from_request(request.user, serializer.validated_data)
-        except UploadRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        data = serializer.validated_data
+        outcome = upload_receive(actor=signed_in(request), upload=UploadRequest(
+            round=data["round"], organization=data.get("organization", ""), bundle=data.get("bundle"),
+            system=data.get("system"), results=tuple(data.get("results") or ()), benchmark=data.get("benchmark")))
         body = upload_answer(request, outcome.submission, created=outcome.created)
         return Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
 

@@ -2,5 +2,9 @@ from django.apps import AppConfig
 
 
 class IngestConfig(AppConfig):
-    default_auto_field = 'django.db.models.BigAutoField'
-    name = 'ingest'
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "ingest"
+
+    def ready(self) -> None:
+        # Registers the Celery tasks, which the services enqueue by name (they never import ingest.tasks).
+        from ingest import tasks  # noqa: F401

@@ -20,13 +20,14 @@ from typing import Any
 
 from django.conf import settings
 
+from accounts.services import organization_get_or_create
+from catalog.models import Round
+from catalog.services import round_for_ruleset
 from ingest import selectors, services
 from ingest.engine import rules, tool
 from ingest.engine.tree import ItemSource, TreeError, items_of, submitter_folders
 from ingest.engine.verify import ItemReport, verify_item
 from ingest.models import Result, Submission
-from leaderboard.models import Round
-from leaderboard.services import round_for_ruleset
 
 ACTOR = "import_results"
 
@@ -166,7 +167,7 @@ def import_tree(
         say(f"[{done}/{len(pending)}] {source.rel_root}: {outcome.status}"
             + (f" ({outcome.error.strip().splitlines()[-1]})" if outcome.error else ""))
     for submission in submissions.values():
-        services.submission_finish(submission=submission, actor_label=ACTOR)
+        services.submission_finish(submission=submission, actor=ACTOR)
 
     for source in sources:
         outcome = outcomes[id(source)]
@@ -202,13 +203,13 @@ def _store(source: ItemSource, report: ItemReport | str, round_: Round, submissi
         return ItemOutcome(source, "error", error=report)
     try:
         if source.org not in submissions:
-            organization = services.organization_get_or_create(name=source.org, actor_label=ACTOR)
+            organization = organization_get_or_create(name=source.org, actor=ACTOR)
             submissions[source.org] = services.submission_open(
-                round=round_, organization=organization, sha256=org_sha256, source=Submission.IMPORT,
-                label=str(source.org_dir), tool_version=report.tool_version, actor_label=ACTOR,
+                round=round_, organization=organization, sha256=org_sha256, source=Submission.Source.IMPORT,
+                label=str(source.org_dir), tool_version=report.tool_version, actor=ACTOR,
             )
         had_previous = selectors.current_result(round_, source.org, source.system, source.benchmark) is not None
-        result = services.result_store(submission=submissions[source.org], report=report, actor_label=ACTOR)
+        result = services.result_store(submission=submissions[source.org], report=report, actor=ACTOR)
     except Exception:
         return ItemOutcome(source, "error", error=traceback.format_exc())
     return ItemOutcome(source, "updated" if had_previous else "new", result)

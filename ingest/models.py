@@ -1,24 +1,15 @@
 from __future__ import annotations
 
+import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from leaderboard.models import Benchmark, Round
-
-
-class Organization(models.Model):
-    name = models.CharField(max_length=120, unique=True)
-    slug = models.SlugField(max_length=120, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
+from accounts.models import Organization
+from catalog.models import Benchmark, Round
 
 
 class System(models.Model):
@@ -28,12 +19,18 @@ class System(models.Model):
     always points at the description it was verified with.
     """
 
-    CLOSED, OPEN = "closed", "open"
-    AVAILABLE, PREVIEW, RESEARCH = "available", "preview", "research"
-    ON_PREMISES, CLOUD = "on_premises", "cloud"
-    DIVISIONS = [(CLOSED, "Closed"), (OPEN, "Open")]
-    CATEGORIES = [(AVAILABLE, "Available"), (PREVIEW, "Preview"), (RESEARCH, "Research")]
-    SYSTEM_TYPES = [(ON_PREMISES, "On-premises"), (CLOUD, "Cloud")]
+    class Division(models.TextChoices):
+        CLOSED = "closed", "Closed"
+        OPEN = "open", "Open"
+
+    class Category(models.TextChoices):
+        AVAILABLE = "available", "Available"
+        PREVIEW = "preview", "Preview"
+        RESEARCH = "research", "Research"
+
+    class SystemType(models.TextChoices):
+        ON_PREMISES = "on_premises", "On-premises"
+        CLOUD = "cloud", "Cloud"
 
     round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="systems")
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="systems")
@@ -42,11 +39,11 @@ class System(models.Model):
     description = models.JSONField(default=dict, blank=True, help_text="The JSON exactly as submitted")
     description_sha256 = models.CharField(max_length=64, blank=True)
     description_valid = models.BooleanField(default=False)
-    division = models.CharField(max_length=8, choices=DIVISIONS, blank=True)
+    division = models.CharField(max_length=8, choices=Division.choices, blank=True)
     status = models.CharField(max_length=80, blank=True, help_text="status as written")
     availability = models.CharField(max_length=60, blank=True, help_text="Official availability label")
-    category = models.CharField(max_length=12, choices=CATEGORIES, blank=True)
-    system_type = models.CharField(max_length=12, choices=SYSTEM_TYPES, blank=True)
+    category = models.CharField(max_length=12, choices=Category.choices, blank=True)
+    system_type = models.CharField(max_length=12, choices=SystemType.choices, blank=True)
     number_of_nodes = models.PositiveIntegerField(null=True, blank=True)
     accelerators_per_node = models.PositiveIntegerField(null=True, blank=True)
     accelerator_count = models.PositiveIntegerField(null=True, blank=True)
@@ -72,35 +69,31 @@ class System(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("leaderboard:system", args=[self.pk])
 
-    @property
-    def is_cpu_only(self) -> bool:
-        return self.accelerator_count == 0
-
 
 class Submission(models.Model):
     """What one organization handed in at once: an upload, or one submitter folder of an import."""
 
-    RECEIVED, VERIFYING, VERIFIED, NONCOMPLIANT, ERROR = "received", "verifying", "verified", "noncompliant", "error"
-    SUPERSEDED, WITHDRAWN = "superseded", "withdrawn"
-    STATES = [
-        (RECEIVED, "Received"),
-        (VERIFYING, "Verifying"),
-        (VERIFIED, "Verified"),
-        (NONCOMPLIANT, "Noncompliant"),
-        (ERROR, "Platform error"),
-        (SUPERSEDED, "Superseded"),
-        (WITHDRAWN, "Withdrawn"),
-    ]
-    FINAL_STATES = (VERIFIED, NONCOMPLIANT, ERROR, SUPERSEDED, WITHDRAWN)
-    IMPORT, UPLOAD = "import", "upload"
-    SOURCES = [(IMPORT, "Import of a results tree"), (UPLOAD, "Upload")]
+    class State(models.TextChoices):
+        RECEIVED = "received", "Received"
+        VERIFYING = "verifying", "Verifying"
+        VERIFIED = "verified", "Verified"
+        NONCOMPLIANT = "noncompliant", "Noncompliant"
+        ERROR = "error", "Platform error"
+        SUPERSEDED = "superseded", "Superseded"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    FINAL_STATES = frozenset({State.VERIFIED, State.NONCOMPLIANT, State.ERROR, State.SUPERSEDED, State.WITHDRAWN})
+
+    class Source(models.TextChoices):
+        IMPORT = "import", "Import of a results tree"
+        UPLOAD = "upload", "Upload"
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="submissions")
     round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="submissions")
-    source = models.CharField(max_length=12, choices=SOURCES)
+    source = models.CharField(max_length=12, choices=Source.choices)
     label = models.CharField(max_length=500, blank=True, help_text="Folder or file it came from")
     sha256 = models.CharField(max_length=64, help_text="Content address of the bundle")
-    state = models.CharField(max_length=16, choices=STATES, default=RECEIVED)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RECEIVED)
     tool_version = models.CharField(max_length=40, blank=True)
     uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="submissions")
@@ -137,7 +130,7 @@ class ResultQuerySet(models.QuerySet["Result"]):
         """The latest version of every (system, benchmark), unless a chair withdrew it: what tables show."""
         return self.filter(is_current=True, withdrawn_at__isnull=True)
 
-    def published(self, now: timezone.datetime | None = None) -> ResultQuerySet:
+    def published(self, now: datetime.datetime | None = None) -> ResultQuerySet:
         return self.filter(round__publication_date__lte=now or timezone.now())
 
     def ranked(self) -> ResultQuerySet:
@@ -147,15 +140,27 @@ class ResultQuerySet(models.QuerySet["Result"]):
 class Result(models.Model):
     """The verdict and score of one (system, benchmark) in one round."""
 
-    VERIFIED, NONCOMPLIANT = "verified", "noncompliant"
-    VERDICTS = [(VERIFIED, "Verified"), (NONCOMPLIANT, "Noncompliant")]
-    SCALING_JSON, SCALING_RCP, SCALING_NONE, SCALING_REVIEW = "scaling_json", "rcp", "none", "review"
-    SCALING_SOURCES = [
-        (SCALING_JSON, "scaling.json in the bundle"),
-        (SCALING_RCP, "RCP normalization computed by mlperf-logging"),
-        (SCALING_NONE, "none"),
-        (SCALING_REVIEW, "applied by the round's chair after review"),
-    ]
+    class Verdict(models.TextChoices):
+        VERIFIED = "verified", "Verified"
+        NONCOMPLIANT = "noncompliant", "Noncompliant"
+
+    class ScalingSource(models.TextChoices):
+        JSON = "scaling_json", "scaling.json in the bundle"
+        RCP = "rcp", "RCP normalization computed by mlperf-logging"
+        NONE = "none", "none"
+        REVIEW = "review", "applied by the round's chair after review"
+
+    class RcpStatus(models.TextChoices):
+        NOT_APPLICABLE = "not_applicable", "RCP check not applicable"
+        PASS = "pass", "passes the RCP check"
+        FAIL = "fail", "fails the RCP check"
+        TOOL_ERROR = "tool_error", "the RCP checker could not judge it"
+
+    class Reproduction(models.TextChoices):
+        NONE = "", "not reproduced"
+        REPRODUCED = "reproduced", "Reproduced"
+        MISMATCH = "mismatch", "Mismatch"
+        FAILED = "failed", "Failed"
 
     submission = models.ForeignKey(Submission, on_delete=models.PROTECT, related_name="results")
     round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="results")
@@ -166,21 +171,21 @@ class Result(models.Model):
     system_slug = models.CharField(max_length=200)
     benchmark_key = models.CharField(max_length=60)
     digest = models.CharField(max_length=64, help_text="Content address of the item's files")
-    division = models.CharField(max_length=8, choices=System.DIVISIONS, blank=True)
+    division = models.CharField(max_length=8, choices=System.Division.choices, blank=True)
     runs_count = models.PositiveSmallIntegerField()
     runs_required = models.PositiveSmallIntegerField(null=True, blank=True)
     runs_compliant = models.PositiveSmallIntegerField()
     olympic_k = models.PositiveSmallIntegerField()
     raw_score = models.FloatField(null=True, blank=True, help_text="Olympic mean, minutes")
     scaling_factor = models.FloatField(null=True, blank=True)
-    scaling_source = models.CharField(max_length=16, choices=SCALING_SOURCES, default=SCALING_NONE)
+    scaling_source = models.CharField(max_length=16, choices=ScalingSource.choices, default=ScalingSource.NONE)
     score = models.FloatField(null=True, blank=True, help_text="Official score in minutes; null if none")
     no_score_reason = models.CharField(max_length=300, blank=True)
-    rcp_status = models.CharField(max_length=16, default="not_applicable")
+    rcp_status = models.CharField(max_length=16, choices=RcpStatus.choices, default=RcpStatus.NOT_APPLICABLE)
     rcp_message = models.CharField(max_length=300, blank=True)
     rcp_norm_factor = models.FloatField(null=True, blank=True)
     energy_j = models.FloatField(null=True, blank=True)
-    verdict = models.CharField(max_length=16, choices=VERDICTS)
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
     tool_version = models.CharField(max_length=40)
     # Facts copied from the system description and figures derived at write time, so that tables,
     # exports, charts and the API read one row per result and never parse logs or JSON per request.
@@ -189,8 +194,8 @@ class Result(models.Model):
     system_name = models.CharField(max_length=200, blank=True)
     accelerator_model = models.CharField(max_length=200, blank=True)
     framework = models.CharField(max_length=300, blank=True)
-    category = models.CharField(max_length=12, choices=System.CATEGORIES, blank=True)
-    system_type = models.CharField(max_length=12, choices=System.SYSTEM_TYPES, blank=True)
+    category = models.CharField(max_length=12, choices=System.Category.choices, blank=True)
+    system_type = models.CharField(max_length=12, choices=System.SystemType.choices, blank=True)
     accelerator_count = models.PositiveIntegerField(null=True, blank=True)
     host_count = models.PositiveIntegerField(null=True, blank=True)
     host_processor_count = models.PositiveIntegerField(null=True, blank=True)
@@ -203,7 +208,7 @@ class Result(models.Model):
     energy_kwh = models.FloatField(null=True, blank=True)
     cost_to_train = models.FloatField(null=True, blank=True)
     runs_cv = models.FloatField(null=True, blank=True, help_text="Coefficient of variation of the counted runs")
-    reproduction = models.CharField(max_length=12, blank=True,
+    reproduction = models.CharField(max_length=12, blank=True, choices=Reproduction.choices,
                                     help_text="Verdict of the newest judged reproduction: reproduced, mismatch, failed")
     # A new version of the same (system, benchmark) clears is_current on the old one before it is
     # inserted, so the partial unique constraint below never sees two current rows.
@@ -241,8 +246,11 @@ class Result(models.Model):
 
 
 class Run(models.Model):
-    DROPPED = [("", "counted"), ("fastest", "dropped: fastest"), ("slowest", "dropped: slowest"),
-               ("failed", "dropped: not a successful compliant run")]
+    class Dropped(models.TextChoices):
+        COUNTED = "", "counted"
+        FASTEST = "fastest", "dropped: fastest"
+        SLOWEST = "slowest", "dropped: slowest"
+        FAILED = "failed", "dropped: not a successful compliant run"
 
     result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="runs")
     position = models.PositiveSmallIntegerField()
@@ -256,7 +264,7 @@ class Run(models.Model):
     status = models.CharField(max_length=40, blank=True, help_text="run_stop status; blank if none")
     compliant = models.BooleanField(null=True, help_text="Compliance checker's verdict; null if it crashed")
     counted = models.BooleanField(default=False)
-    dropped = models.CharField(max_length=8, choices=DROPPED, blank=True)
+    dropped = models.CharField(max_length=8, choices=Dropped.choices, blank=True)
     hyperparameters = models.JSONField(default=dict, blank=True)
     eval_curve = models.JSONField(default=list, blank=True)
     seeds = models.JSONField(default=list, blank=True)
@@ -275,13 +283,15 @@ class Run(models.Model):
 
 
 class Finding(models.Model):
-    ERROR, WARNING, INFO = "error", "warning", "info"
-    SEVERITIES = [(ERROR, "Error"), (WARNING, "Warning"), (INFO, "Info")]
+    class Severity(models.TextChoices):
+        ERROR = "error", "Error"
+        WARNING = "warning", "Warning"
+        INFO = "info", "Info"
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="findings")
     result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="findings", null=True, blank=True)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings", null=True, blank=True)
-    severity = models.CharField(max_length=8, choices=SEVERITIES)
+    severity = models.CharField(max_length=8, choices=Severity.choices)
     checker = models.CharField(max_length=40, help_text="compliance, system_desc, seed, rcp, run_count, …")
     rule = models.CharField(max_length=120, blank=True)
     file = models.CharField(max_length=500, blank=True)
@@ -296,24 +306,3 @@ class Finding(models.Model):
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{self.severity} {self.checker}/{self.rule} {where}: {self.message}"
-
-
-class AuditEvent(models.Model):
-    """Who changed what, when, from what to what; written in the same transaction as the change."""
-
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    actor_label = models.CharField(max_length=120, help_text="User name or the command that acted")
-    action = models.CharField(max_length=60)
-    subject_type = models.CharField(max_length=40)
-    subject_id = models.PositiveBigIntegerField()
-    before = models.JSONField(default=dict, blank=True)
-    after = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["subject_type", "subject_id"])]
-
-    def __str__(self) -> str:
-        when = f"{self.created_at:%Y-%m-%d %H:%M}"
-        return f"{when} {self.actor_label} {self.action} {self.subject_type}:{self.subject_id}"

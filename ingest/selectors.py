@@ -7,9 +7,9 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from catalog.models import Round
 from ingest.models import Result, Submission
 from ingest.visibility import visibility_q
-from leaderboard.models import Round
 
 
 def current_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
@@ -129,5 +129,5 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
             }
             for f in findings
         ],
-        "error": PLATFORM_ERROR if submission.state == Submission.ERROR else None,
+        "error": PLATFORM_ERROR if submission.state == Submission.State.ERROR else None,
     }

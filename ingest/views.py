@@ -12,15 +12,20 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from accounts.access import UPLOAD_ROLES, organizations_of
-from config import ratelimit
-from ingest import bundle_files, selectors, storage
-from ingest.api import upload_from_request
+from accounts.viewer import signed_in
+from catalog.models import Round
+from core import ratelimit
+from core.errors import Refusal
+from ingest import selectors, storage
+from ingest.bundles import BundleRejected, read_member
+from ingest.forms import UploadForm
 from ingest.models import Submission
-from ingest.services.submissions import UploadRefused, queue_position
-from leaderboard.models import Round
-from leaderboard.selectors import visible_results
+from ingest.services.submissions import queue_position, upload_limits
+from ingest.services.uploads import upload_receive
+from ingest.visibility import visible_results
 
 UPLOADS_PER_HOUR = 60
+MAX_SERVED_BYTES = 64 * 2**20  # of one log file
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -43,28 +48,13 @@ def upload(request: HttpRequest) -> HttpResponse:
         return render(request, "ingest/upload.html", context)
     if not ratelimit.allow(f"upload:{request.user.pk}", limit=UPLOADS_PER_HOUR, period_seconds=3600):
         return _refuse(request, f"At most {UPLOADS_PER_HOUR} uploads an hour; try again later.", 429, context)
-    data: dict = {
-        "round": request.POST.get("round", ""),
-        "organization": request.POST.get("organization", ""),
-        "benchmark": request.POST.get("benchmark", "").strip() or None,
-        "bundle": request.FILES.get("bundle"),
-        "system": request.FILES.get("system"),
-        "results": request.FILES.getlist("results"),
-    }
-    if data["bundle"] is None and not (data["system"] and data["results"]):
-        return _refuse(request, "Choose a bundle (.tar.gz or .zip), or a system JSON and its result files.", 400,
-                       context)
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _refuse(request, form.error_text(), 400, context)
     try:
-        outcome = upload_from_request(request.user, data)
-    except UploadRefused as exc:
-        return _refuse(request, str(exc), 400, context)
-    except Exception as exc:  # serializers.ValidationError from the round/organization lookup
-        detail = getattr(exc, "detail", None)
-        if detail is None:
-            raise
-        text = " ".join(str(m) for values in (detail.values() if isinstance(detail, dict) else [detail])
-                        for m in (values if isinstance(values, list) else [values]))
-        return _refuse(request, text, 400, context)
+        outcome = upload_receive(actor=signed_in(request), upload=form.upload_request())
+    except Refusal as refusal:
+        return _refuse(request, refusal.message, refusal.status, context)
     submission = outcome.submission
     if _wants_json(request):
         return JsonResponse({"id": submission.pk, "state": submission.state, "url": submission.get_absolute_url(),
@@ -101,7 +91,7 @@ def _status_context(request: HttpRequest, submission: Submission) -> dict:
         "elapsed": selectors.submission_status(submission)["elapsed_seconds"],
         "results": submission.results.select_related("system", "benchmark").order_by("system_slug", "benchmark_key"),
         "findings_by_file": dict(findings_by_file),
-        "platform_error": selectors.PLATFORM_ERROR if submission.state == Submission.ERROR else "",
+        "platform_error": selectors.PLATFORM_ERROR if submission.state == Submission.State.ERROR else "",
     }
 
 
@@ -138,7 +128,11 @@ def run_log(request: HttpRequest, pk: int, position: int) -> HttpResponse:
         bundle = storage.open_verified(submission.bundle_path, submission.sha256)
     except storage.StorageError:
         raise Http404("The stored bundle is unavailable.") from None
-    data = bundle_files.read_member(bundle, run.file)
+    wanted = run.file.split("/", 1)[1] if "/" in run.file else run.file  # without the org folder
+    try:
+        data = read_member(bundle, wanted, limits=upload_limits(), max_bytes=MAX_SERVED_BYTES)
+    except BundleRejected:
+        raise Http404("The stored bundle is unavailable.") from None
     if data is None:
         raise Http404("File not found in the bundle.")
     response = HttpResponse(data, content_type="text/plain; charset=utf-8")

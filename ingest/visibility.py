@@ -11,56 +11,54 @@ A result (and its system, submission, runs, findings and files) is visible:
 
 from __future__ import annotations
 
-from django.apps import apps
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Exists, OuterRef, Q, QuerySet
+import datetime
+from collections.abc import Callable
+
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from leaderboard.models import Round
+from accounts.viewer import Viewer, Visitor, viewer_of
+from catalog.models import Round, RoundQuerySet
+from ingest.models import Result, ResultQuerySet, System
 
-User = AbstractBaseUser | AnonymousUser
 SUBMITTED_STATES = ("verified", "noncompliant", "superseded")
 
-
-def member_organization_ids(user: User) -> set[int]:
-    if not user.is_authenticated:
-        return set()
-    return set(user.memberships.values_list("organization_id", flat=True))  # type: ignore[union-attr]
-
-
-# A result with a flag no chair has decided yet stays out of the public record after publication.
-UNRESOLVED_FLAG_STATES = ("open", "answered")
+# Rules that hold results out of the public record after publication, owned by the apps that know why
+# (reviews: an undecided flag). Each returns a queryset of Result primary keys.
+HoldRule = Callable[[], QuerySet]
+_HOLD_RULES: dict[str, HoldRule] = {}
 
 
-def held_results() -> QuerySet:
-    """Every version of an entry (round, organization, system, benchmark) with an undecided flag on
-    any of its versions: a resubmission in answer to a flag must not release the entry before the
-    chair decides."""
-    flag = apps.get_model("reviews", "Flag")
-    result = apps.get_model("ingest", "Result")
-    undecided = flag.objects.filter(
-        state__in=UNRESOLVED_FLAG_STATES, result__round=OuterRef("round"),
-        result__organization=OuterRef("organization"), result__system_slug=OuterRef("system_slug"),
-        result__benchmark_key=OuterRef("benchmark_key"))
-    return result.objects.filter(Exists(undecided)).values("pk")
+def register_hold(name: str, rule: HoldRule) -> None:
+    """Called from an AppConfig.ready(); registering the same name again replaces the rule."""
+    _HOLD_RULES[name] = rule
 
 
-def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None = None,
+def held_results_q(result: str) -> Q:
+    """Results (reached through the path `result`) that some registered rule holds back."""
+    held = Q()
+    for rule in _HOLD_RULES.values():
+        held |= Q(**{f"{result}__in": rule()})
+    return held
+
+
+def visibility_q(user: Visitor | Viewer, *, prefix: str = "", now: datetime.datetime | None = None,
                  result: str | None = None) -> Q:
     """Filter for any model with `round` and `organization` (or reached through `prefix`).
 
     `result` is the path to the Result itself ("pk" for a Result, "result" for a run): when given, a
-    result held by an undecided flag (see `held_results`) is not public even after publication.
+    result held back by a registered rule (see `register_hold`) is not public even after publication.
     """
+    viewer = viewer_of(user)
     now = now or timezone.now()
     published = Q(**{f"{prefix}round__publication_date__lte": now})
-    if result:
-        published &= ~Q(**{f"{result}__in": held_results()})
-    if not user.is_authenticated:
+    if result and _HOLD_RULES:
+        published &= ~held_results_q(result)
+    if not viewer.is_authenticated:
         return published
-    if user.is_staff:  # type: ignore[union-attr]
+    if viewer.is_staff:
         return Q()
-    orgs = member_organization_ids(user)
+    orgs = viewer.organization_ids()
     in_review = Round.objects.in_review(now)
     # "Submitting" means a submission that got through verification, not any upload attempt: an
     # organization whose only upload was refused by the checks does not get to review the others.
@@ -68,7 +66,8 @@ def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None 
     review_rounds = set(submitted.values_list("id", flat=True)) | set(
         # Chairs keep seeing their rounds after publication: a result held back by an undecided
         # flag is hidden from the public, and only a chair can decide it.
-        Round.objects.filter(chairs=user, submission_deadline__lte=now).values_list("id", flat=True)
+        Round.objects.filter(pk__in=viewer.chaired_round_ids, submission_deadline__lte=now)
+        .values_list("id", flat=True)
     )
     return (
         published
@@ -77,13 +76,27 @@ def visibility_q(user: User, *, prefix: str = "", now: timezone.datetime | None 
     )
 
 
-def round_visible_q(user: User, *, now: timezone.datetime | None = None) -> Q:
+def round_visible_q(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> Q:
     """Rounds whose page a visitor may open: published, or holding something visible to them."""
+    viewer = viewer_of(user)
     now = now or timezone.now()
-    if user.is_authenticated and user.is_staff:  # type: ignore[union-attr]
+    if viewer.is_staff:
         return Q()
     published = Q(publication_date__lte=now)
-    if not user.is_authenticated:
+    if not viewer.is_authenticated:
         return published
-    orgs = member_organization_ids(user)
-    return published | Q(submissions__organization__in=orgs) | Q(chairs=user)
+    return (published | Q(submissions__organization__in=viewer.organization_ids())
+            | Q(pk__in=viewer.chaired_round_ids))
+
+
+def visible_rounds(user: Visitor | Viewer) -> RoundQuerySet:
+    """Rounds whose page this visitor may open."""
+    return Round.objects.filter(pk__in=Round.objects.filter(round_visible_q(user)).values("pk"))
+
+
+def visible_results(user: Visitor | Viewer) -> ResultQuerySet:
+    return Result.objects.filter(visibility_q(user, result="pk"))
+
+
+def visible_systems(user: Visitor | Viewer) -> QuerySet[System]:
+    return System.objects.filter(visibility_q(user))

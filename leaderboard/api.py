@@ -34,11 +34,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.authentication import TokenScopeAllows
-from ingest.models import Finding, Organization, Result, Run, System
+from accounts.models import Organization
+from catalog.models import Benchmark, Round
+from ingest.models import Finding, Result, Run, System
 from ingest.visibility import round_visible_q, visibility_q
 from leaderboard import cache
 from leaderboard import filters as api_filters
-from leaderboard.models import Benchmark, Round
 
 DERIVED = "Derived — not an official score. "
 
@@ -373,9 +374,9 @@ class SystemOutput(serializers.ModelSerializer):
     submitter = serializers.CharField(source="organization.name", read_only=True, help_text="Organization name")
     description = serializers.JSONField(read_only=True, help_text="The system description JSON exactly as "
                                                                   "submitted (systems/<slug>.json)")
-    division = _facet(System.DIVISIONS)
-    category = _facet(System.CATEGORIES)
-    system_type = _facet(System.SYSTEM_TYPES)
+    division = _facet(System.Division.choices)
+    category = _facet(System.Category.choices)
+    system_type = _facet(System.SystemType.choices)
     results_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -434,9 +435,9 @@ class ResultOutput(serializers.ModelSerializer):
     system_id = serializers.IntegerField(read_only=True, help_text="Id of the system description (systems/)")
     system_url = serializers.SerializerMethodField()
     benchmark = serializers.CharField(source="benchmark_key", read_only=True, help_text="Benchmark key")
-    division = _facet(System.DIVISIONS)
-    category = _facet(System.CATEGORIES)
-    system_type = _facet(System.SYSTEM_TYPES)
+    division = _facet(System.Division.choices)
+    category = _facet(System.Category.choices)
+    system_type = _facet(System.SystemType.choices)
     accelerators = serializers.IntegerField(source="accelerator_count", read_only=True, allow_null=True)
     hosts = serializers.IntegerField(source="host_count", read_only=True, allow_null=True,
                                      help_text="number_of_nodes of the system")

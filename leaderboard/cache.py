@@ -41,7 +41,7 @@ def bump() -> None:
 
 def published_fingerprint() -> str:
     """Which rounds are public right now: a round passing its publication date changes the key."""
-    from leaderboard.models import Round
+    from catalog.models import Round
 
     ids = Round.objects.published(timezone.now()).order_by("pk").values_list("pk", flat=True)
     return hashlib.sha1(",".join(map(str, ids)).encode()).hexdigest()[:12]

@@ -1,11 +1,10 @@
-"""Charts, their JSON, plotly.js and the compare page; included into leaderboard.urls (app "leaderboard")."""
+"""Charts, their JSON and the compare page; included into leaderboard.urls (app "leaderboard")."""
 
 from django.urls import path
 
 from leaderboard import chart_views, compare
 
 urlpatterns = [
-    path("vendor/plotly.min.js", chart_views.plotly_js, name="plotly_js"),
     path("rounds/<str:slug>/charts/", chart_views.charts_page, name="round_charts"),
     path("rounds/<str:slug>/charts/scale.json", chart_views.scale_json, name="chart_scale"),
     path("rounds/<str:slug>/charts/scaling.json", chart_views.scaling_json, name="chart_scaling"),

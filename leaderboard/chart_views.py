@@ -1,4 +1,4 @@
-"""The charts page, its JSON endpoints (one figure each, built by leaderboard.charts) and plotly.js.
+"""The charts page and its JSON endpoints (one figure each, built by leaderboard.charts).
 
 Every read goes through the visibility selectors. Anonymous answers are cached under the results
 generation key (leaderboard.cache); signed-in users may see embargoed results of their own, so
@@ -8,40 +8,33 @@ their answers are neither read from nor written to that cache, and are marked pr
 from __future__ import annotations
 
 import functools
-import gzip
 from collections import defaultdict
 from collections.abc import Callable
-from importlib import resources
 from typing import Any, TypeVar
 
-import plotly
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.utils.cache import get_conditional_response, patch_cache_control, patch_vary_headers
-from django.utils.http import quote_etag, urlencode
+from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.utils.http import urlencode
 from django.views.decorators.http import require_safe
 
+from accounts.viewer import Visitor
+from catalog.models import Benchmark, Round
+from core.errors import BadRequest, Refusal
 from ingest.models import Result, ResultQuerySet, Run, System
+from ingest.visibility import visible_results, visible_rounds
 from leaderboard import charts
 from leaderboard.cache import cached_public
-from leaderboard.models import Benchmark, Round
-from leaderboard.selectors import visible_results, visible_rounds
 
-Visitor = AbstractBaseUser | AnonymousUser
 T = TypeVar("T")
 
-DIVISIONS = dict(System.DIVISIONS)
-DEFAULT_DIVISION = System.CLOSED
+DIVISIONS = dict(System.Division.choices)
+DEFAULT_DIVISION = System.Division.CLOSED
 DEFAULT_SCALE = 8
 MAX_SCALE = 1_000_000
 PUBLIC_MAX_AGE = 60
-
-
-class ChartParameterError(ValueError):
-    """A query parameter a chart cannot use: answered with 400 and the message."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,7 +43,7 @@ class ChartParameterError(ValueError):
 
 def scored_results(user: Visitor) -> ResultQuerySet:
     """What every chart draws: current, verified, scored results this visitor may see."""
-    return visible_results(user).current().ranked().filter(verdict=Result.VERIFIED)
+    return visible_results(user).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
 
 
 def _point(result: Result) -> charts.ResultPoint:
@@ -147,7 +140,7 @@ def convergence_data(result: Result) -> charts.Chart:
         curves,
         benchmark_key=result.benchmark_key,
         quality_target=benchmark.quality_target if benchmark else None,
-        target_direction=benchmark.target_direction if benchmark else Benchmark.HIGHER,
+        target_direction=benchmark.target_direction if benchmark else Benchmark.Direction.HIGHER,
         target_text=benchmark.target_text if benchmark else "",
         metric_label=benchmark.quality_metric if benchmark else "",
         title=f"Convergence: {result.system_name or result.system_slug} · {result.benchmark_key}",
@@ -185,14 +178,14 @@ def _cache_headers(request: HttpRequest, response: HttpResponseBase) -> None:
 def division_param(request: HttpRequest) -> str:
     division = request.GET.get("division") or DEFAULT_DIVISION
     if division not in DIVISIONS:
-        raise ChartParameterError(f"division must be one of: {', '.join(DIVISIONS)}.")
+        raise BadRequest(f"division must be one of: {', '.join(DIVISIONS)}.")
     return division
 
 
 def scale_param(request: HttpRequest) -> int:
     raw = request.GET.get("scale") or str(DEFAULT_SCALE)
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_SCALE:
-        raise ChartParameterError(f"scale must be a whole number of accelerators from 1 to {MAX_SCALE}.")
+        raise BadRequest(f"scale must be a whole number of accelerators from 1 to {MAX_SCALE}.")
     return int(raw)
 
 
@@ -203,7 +196,7 @@ def _round(request: HttpRequest, slug: str) -> Round:
 def _benchmark(request: HttpRequest, round_: Round) -> Benchmark:
     key = request.GET.get("benchmark", "")
     if not key:
-        raise ChartParameterError("benchmark is required, e.g. ?benchmark=resnet.")
+        raise BadRequest("benchmark is required, e.g. ?benchmark=resnet.")
     benchmark = round_.benchmarks.filter(key=key).first()
     if benchmark is None:
         raise Http404("This round has no such benchmark.")
@@ -217,8 +210,8 @@ def chart_json(view: Callable[..., charts.Chart]) -> Callable[..., HttpResponse]
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             response = JsonResponse(view(request, *args, **kwargs).as_json())
-        except ChartParameterError as error:
-            response = JsonResponse({"error": str(error)}, status=400)
+        except Refusal as refusal:
+            response = JsonResponse({"error": refusal.message}, status=refusal.status)
         except Http404 as error:
             response = JsonResponse({"error": str(error) or "Not found."}, status=404)
         _cache_headers(request, response)
@@ -303,7 +296,7 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
     context: dict[str, Any] = {
         "round": round_, "benchmarks": benchmarks, "benchmark": benchmark, "division": division,
         "divisions": DIVISIONS, "unknown_benchmark": bool(wanted) and benchmark is not None and benchmark.key != wanted,
-        "plotly_version": plotly.__version__, "sections": [],
+        "sections": [],
     }
     if benchmark is None:
         return render(request, "leaderboard/charts.html", context)
@@ -362,45 +355,3 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
                           .only("pk", "submitter", "system_name", "system_slug", "accelerator_count")),
     })
     return render(request, "leaderboard/charts.html", context)
-
-
-# ---------------------------------------------------------------------------------------------
-# plotly.js, from the installed plotly package (no CDN)
-
-PLOTLY_JS = resources.files("plotly") / "package_data" / "plotly.min.js"
-ONE_YEAR = 365 * 24 * 3600
-ONE_DAY = 24 * 3600
-
-
-@functools.cache
-def _plotly_gzip() -> bytes:
-    # About 4.6 MB raw, 1.4 MB compressed; compressed once per process on first use.
-    return gzip.compress(PLOTLY_JS.read_bytes(), compresslevel=6, mtime=0)
-
-
-def _accepts_gzip(request: HttpRequest) -> bool:
-    return "gzip" in request.headers.get("Accept-Encoding", "").lower()
-
-
-@require_safe
-def plotly_js(request: HttpRequest) -> HttpResponseBase:
-    """The plotly.min.js that the installed plotly package ships, cached by browsers per plotly version.
-
-    Pages link it as `?v=<version>`: that URL never changes content, so it is cached for a year;
-    without the version it is revalidated daily against the ETag (the plotly version).
-    """
-    gzipped = _accepts_gzip(request)
-    etag = quote_etag(f"plotly-{plotly.__version__}{'-gzip' if gzipped else ''}")
-    response: HttpResponseBase | None = get_conditional_response(request, etag=etag)
-    if response is None:
-        content_type = "text/javascript; charset=utf-8"
-        if gzipped:
-            response = HttpResponse(_plotly_gzip(), content_type=content_type)
-            response["Content-Encoding"] = "gzip"
-        else:
-            response = FileResponse(PLOTLY_JS.open("rb"), content_type=content_type)
-    response["ETag"] = etag
-    patch_vary_headers(response, ["Accept-Encoding"])
-    versioned = request.GET.get("v") == plotly.__version__
-    patch_cache_control(response, public=True, max_age=ONE_YEAR if versioned else ONE_DAY, immutable=versioned)
-    return response

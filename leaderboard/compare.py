@@ -12,23 +12,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from core.errors import BadRequest, NotFound, Refusal
+from ingest.metrics import METRICS
 from ingest.models import Result, Run
-from leaderboard.metrics import METRICS
-from leaderboard.selectors import visible_results
+from ingest.visibility import visible_results
 
 MIN_RESULTS, MAX_RESULTS = 2, 4
 MISSING = "—"
-
-
-class CompareError(Exception):
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -61,13 +56,11 @@ def parse_ids(values: Sequence[str]) -> list[int]:
             if not part:
                 continue
             if not part.isdigit():
-                raise CompareError(f"“{part[:20]}” is not a result id: give whole numbers, e.g. ?ids=12,34.", 400)
+                raise BadRequest(f"“{part[:20]}” is not a result id: give whole numbers, e.g. ?ids=12,34.")
             if int(part) not in ids:
                 ids.append(int(part))
     if not MIN_RESULTS <= len(ids) <= MAX_RESULTS:
-        raise CompareError(
-            f"Compare takes {MIN_RESULTS} to {MAX_RESULTS} different results; {len(ids)} given.", 400
-        )
+        raise BadRequest(f"Compare takes {MIN_RESULTS} to {MAX_RESULTS} different results; {len(ids)} given.")
     return ids
 
 
@@ -139,7 +132,7 @@ def _warnings(results: list[Result]) -> list[str]:
     return warnings
 
 
-def comparison_build(*, user: AbstractBaseUser | AnonymousUser, ids: list[int]) -> Comparison:
+def comparison_build(*, user: User | AnonymousUser, ids: list[int]) -> Comparison:
     found = {
         r.pk: r
         for r in visible_results(user).filter(pk__in=ids).select_related("round", "benchmark", "system",
@@ -148,7 +141,7 @@ def comparison_build(*, user: AbstractBaseUser | AnonymousUser, ids: list[int]) 
     for pk in ids:
         if pk not in found:
             # The same words for a result that does not exist and one the visitor may not see.
-            raise CompareError(f"There is no result {pk} that you can see.", 404)
+            raise NotFound(f"There is no result {pk} that you can see.")
     results = [found[pk] for pk in ids]
     first_runs: dict[int, Run] = {}
     for run in Run.objects.filter(result_id__in=ids).order_by("result_id", "position").only(
@@ -204,9 +197,9 @@ def compare_view(request: HttpRequest) -> HttpResponse:
         return render(request, "leaderboard/compare.html", context)
     try:
         comparison = comparison_build(user=request.user, ids=parse_ids(raw))
-    except CompareError as error:
-        context["error"] = str(error)
-        return render(request, "leaderboard/compare.html", context, status=error.status)
+    except Refusal as refusal:
+        context["error"] = refusal.message
+        return render(request, "leaderboard/compare.html", context, status=refusal.status)
     only_differences = request.GET.get("only") == "differences"
     if only_differences:
         for section in comparison.sections:

@@ -12,9 +12,10 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import F, OrderBy, Q, QuerySet
 from django_filters import rest_framework as df
 
-from ingest.models import Finding, Organization, Result, Run, System
+from accounts.models import Organization
+from catalog.models import Benchmark, Round
+from ingest.models import Finding, Result, Run, System
 from ingest.visibility import visibility_q
-from leaderboard.models import Benchmark, Round
 
 
 class NullsLastOrderingFilter(df.OrderingFilter):
@@ -45,10 +46,10 @@ class ResultFilter(df.FilterSet):
     round = df.CharFilter(field_name="round__slug", help_text="Round slug, e.g. training-v4.0")
     benchmark = df.CharFilter(field_name="benchmark_key", help_text="Benchmark key as mlperf-logging names it, "
                                                                     "e.g. resnet, bert, llama2_70b_lora")
-    division = df.ChoiceFilter(choices=System.DIVISIONS)
-    category = df.ChoiceFilter(choices=System.CATEGORIES)
-    system_type = df.ChoiceFilter(choices=System.SYSTEM_TYPES)
-    verdict = df.ChoiceFilter(choices=Result.VERDICTS)
+    division = df.ChoiceFilter(choices=System.Division.choices)
+    category = df.ChoiceFilter(choices=System.Category.choices)
+    system_type = df.ChoiceFilter(choices=System.SystemType.choices)
+    verdict = df.ChoiceFilter(choices=Result.Verdict.choices)
     submitter = df.CharFilter(method="filter_submitter",
                               help_text="Submitter name (case-insensitive, exact) or organization slug")
     system = df.CharFilter(field_name="system_slug", help_text="System slug (the systems/<slug>.json file name)")
@@ -146,9 +147,9 @@ class SystemFilter(df.FilterSet):
     round = df.CharFilter(field_name="round__slug", help_text="Round slug")
     organization = df.CharFilter(field_name="organization__slug", help_text="Organization slug")
     slug = df.CharFilter(help_text="System slug (the systems/<slug>.json file name)")
-    division = df.ChoiceFilter(choices=System.DIVISIONS)
-    category = df.ChoiceFilter(choices=System.CATEGORIES)
-    system_type = df.ChoiceFilter(choices=System.SYSTEM_TYPES)
+    division = df.ChoiceFilter(choices=System.Division.choices)
+    category = df.ChoiceFilter(choices=System.Category.choices)
+    system_type = df.ChoiceFilter(choices=System.SystemType.choices)
     accelerator_model = df.CharFilter(field_name="accelerator_model_name", lookup_expr="icontains",
                                       help_text="Part of the accelerator model name, case-insensitive")
     framework = df.CharFilter(lookup_expr="icontains", help_text="Part of the framework string, case-insensitive")
@@ -177,7 +178,7 @@ class RunFilter(df.FilterSet):
 class FindingFilter(df.FilterSet):
     result = df.NumberFilter(field_name="result_id", help_text="Result id")
     run = df.NumberFilter(field_name="run_id", help_text="Run id")
-    severity = df.ChoiceFilter(choices=Finding.SEVERITIES)
+    severity = df.ChoiceFilter(choices=Finding.Severity.choices)
     checker = df.CharFilter(help_text="compliance, system_desc, seed, rcp, run_count, …")
 
     class Meta:

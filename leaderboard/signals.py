@@ -14,8 +14,8 @@ def _bump(**kwargs: Any) -> None:
 
 
 def connect() -> None:
+    from catalog.models import Benchmark, Round
     from ingest.models import Result, System
-    from leaderboard.models import Benchmark, Round
 
     for model in (Result, System, Round, Benchmark):
         post_save.connect(_bump, sender=model, dispatch_uid=f"podium-bump-save-{model.__name__}")

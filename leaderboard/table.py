@@ -9,19 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.http import QueryDict
 
+from accounts.viewer import Visitor
+from catalog.models import Benchmark, Round
+from ingest.metrics import METRICS
 from ingest.models import Result, System
-from leaderboard.metrics import METRICS
-from leaderboard.models import Benchmark, Round
-from leaderboard.selectors import visible_results
+from ingest.visibility import visible_results
 
-User = AbstractBaseUser | AnonymousUser
-DIVISIONS = dict(System.DIVISIONS)
-CATEGORIES = dict(System.CATEGORIES)
-SYSTEM_TYPES = dict(System.SYSTEM_TYPES)
+DIVISIONS = dict(System.Division.choices)
+CATEGORIES = dict(System.Category.choices)
+SYSTEM_TYPES = dict(System.SystemType.choices)
 ROW_SORTS = {"submitter": "Submitter", "system": "System", "accelerators": "Accelerators", "hosts": "Hosts"}
 
 
@@ -89,7 +88,7 @@ class TableView:
         return self.metric != "score"
 
 
-def filtered_results(round_: Round, view: TableView, user: User) -> QuerySet[Result]:
+def filtered_results(round_: Round, view: TableView, user: Visitor) -> QuerySet[Result]:
     results = visible_results(user).current().filter(round=round_)
     if view.division:
         results = results.filter(division=view.division)
@@ -157,7 +156,7 @@ def _sort_key(view: TableView, row: Row) -> tuple[Any, ...]:
     return (0, -cell.value if view.descending else cell.value)
 
 
-def build_table(round_: Round, view: TableView, user: User) -> Table:
+def build_table(round_: Round, view: TableView, user: Visitor) -> Table:
     results = list(
         filtered_results(round_, view, user)
         .select_related("system__organization", "organization", "benchmark")
@@ -174,7 +173,7 @@ def build_table(round_: Round, view: TableView, user: User) -> Table:
     all_benchmarks = [b for b in round_.benchmarks.all() if b.key in used]
     shown = [b for b in all_benchmarks if not view.columns or b.key in view.columns] or all_benchmarks
     sections = []
-    for division, label in [*System.DIVISIONS, ("", "Division unknown (invalid system description)")]:
+    for division, label in [*System.Division.choices, ("", "Division unknown (invalid system description)")]:
         section_rows = [row for key, row in rows.items() if key[0] == division]
         if view.sort:
             reverse = view.descending and view.sort in ROW_SORTS
@@ -192,7 +191,7 @@ class Choices:
     benchmarks: list[Benchmark]
 
 
-def build_choices(round_: Round, user: User) -> Choices:
+def build_choices(round_: Round, user: Visitor) -> Choices:
     """What the filter form offers: only values present among the results this visitor may see."""
     base = visible_results(user).current().filter(round=round_)
     submitters = sorted(set(base.values_list("organization__slug", "organization__name")), key=lambda p: p[1].lower())
@@ -210,7 +209,7 @@ EXPORT_FIELDS = (
 )
 
 
-def export_rows(round_: Round, view: TableView, user: User, base_url: str = "") -> list[dict[str, Any]]:
+def export_rows(round_: Round, view: TableView, user: Visitor, base_url: str = "") -> list[dict[str, Any]]:
     """One row per result of the current view (long format), the official score beside derived figures."""
     results = (
         filtered_results(round_, view, user)

@@ -10,8 +10,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 
+from accounts.viewer import viewer_of
+from ingest.metrics import METRICS
+from ingest.panels import result_panels
+from ingest.visibility import visible_results, visible_rounds, visible_systems
 from leaderboard import cache, selectors
-from leaderboard.metrics import METRICS
 from leaderboard.table import (
     CATEGORIES,
     DIVISIONS,
@@ -29,9 +32,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
-    from reviews.access import is_chair  # reviews builds on leaderboard, not the other way round
-
-    round_ = get_object_or_404(selectors.visible_rounds(request.user), slug=slug)
+    round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
     view = TableView.from_query(request.GET)
 
     def render_page() -> str:
@@ -42,7 +43,7 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
             "facets": [("division", "Division", DIVISIONS), ("category", "Category", CATEGORIES),
                        ("system_type", "System type", SYSTEM_TYPES)],
             "choices": build_choices(round_, request.user),
-            "is_chair": request.user.is_authenticated and is_chair(request.user, round_),
+            "is_chair": viewer_of(request.user).chairs(round_.pk),
         }, request=request)
 
     # A visitor who is signed in may see embargoed results of their own (never shared), and a page
@@ -54,7 +55,7 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
 
 def round_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     """The current view (or, without a query, the whole round) as CSV or JSON, same visibility."""
-    round_ = get_object_or_404(selectors.visible_rounds(request.user), slug=slug)
+    round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
     view = TableView.from_query(request.GET)
     rows = export_rows(round_, view, request.user, base_url=request.build_absolute_uri("/").rstrip("/"))
     name = f"podium-{round_.slug}{'-filtered' if request.GET else ''}"
@@ -74,9 +75,9 @@ def round_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
 
 
 def system_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    system = get_object_or_404(selectors.visible_systems(request.user).select_related("round", "organization"), pk=pk)
+    system = get_object_or_404(visible_systems(request.user).select_related("round", "organization"), pk=pk)
     results = (
-        selectors.visible_results(request.user)
+        visible_results(request.user)
         .filter(round=system.round, organization=system.organization, system_slug=system.slug)
         .current()
         .select_related("benchmark")
@@ -87,7 +88,7 @@ def system_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
     result = get_object_or_404(
-        selectors.visible_results(request.user).select_related(
+        visible_results(request.user).select_related(
             "round", "organization", "system", "benchmark", "submission", "superseded_by"
         ),
         pk=pk,
@@ -96,22 +97,17 @@ def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
     item_findings = result.findings.filter(run__isnull=True).order_by("id")
     counted = sorted(r.time_to_train_min for r in runs if r.dropped == "" and r.time_to_train_min is not None)
     versions = (
-        selectors.visible_results(request.user)
+        visible_results(request.user)
         .filter(round=result.round, organization=result.organization, system_slug=result.system_slug,
                 benchmark_key=result.benchmark_key)
         .exclude(pk=result.pk)
         .order_by("-created_at")
     )
-    from reviews.selectors import result_review  # reviews and runners build on leaderboard, not the reverse
-    from runners.views import may_request
-
     return render(
         request,
         "leaderboard/result.html",
         {
-            **result_review(request.user, result),
-            "reproductions": result.reproductions.order_by("-created_at")[:10],
-            "may_reproduce": request.user.is_authenticated and may_request(request.user, result),
+            "panels": result_panels(request.user, result),
             "result": result,
             "runs": runs,
             "item_findings": item_findings,

@@ -6,7 +6,7 @@ seconds on a CPU, on the GPU when there is one, so reproducing a result is real 
     python -m podium_reference.digits --config CONFIG.json --log RESULT.txt
         [--device auto|cpu|cuda] [--max-seconds N]
 
-Podium's compliance rules for its logs: ingest/engine/extensions/podium_digits.yaml.
+Podium's compliance rules for its logs: catalog/extensions/podium_digits.yaml.
 Exit status: 0 when the run completed (its run_stop says success or aborted), 2 for a bad config or
 command line, 1 on a crash.
 

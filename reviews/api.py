@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -16,10 +15,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
+from accounts.viewer import signed_in
 from ingest import storage
-from ingest.api import UploadOutput, save_upload, upload_answer
-from ingest.services.submissions import UploadRefused
-from leaderboard.selectors import visible_results
+from ingest.api import UploadOutput, upload_answer
+from ingest.services.uploads import save_upload
+from ingest.visibility import visible_results
 from reviews import access, services
 from reviews.models import Borrowing, Flag
 
@@ -74,7 +74,7 @@ class CommentInput(serializers.Serializer):
 
 
 class DecisionInput(serializers.Serializer):
-    outcome = serializers.ChoiceField(choices=Flag.OUTCOMES)
+    outcome = serializers.ChoiceField(choices=Flag.Outcome.choices)
     note = serializers.CharField(required=False, default="", allow_blank=True)
     scaling_factor = serializers.FloatField(required=False, allow_null=True, default=None)
 
@@ -100,13 +100,7 @@ class BorrowingInput(serializers.Serializer):
 
 
 class ReviewApiView(APIView):
-    def handle_exception(self, exc: Exception) -> Response:
-        # The services' refusals, with their reasons: 403 for who may not, 400 for what cannot be done.
-        if isinstance(exc, PermissionDenied):
-            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        if isinstance(exc, (services.ReviewError, UploadRefused)):
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        return super().handle_exception(exc)
+    """Base of the review endpoints; the services' refusals are answered by core.api."""
 
 
 def _flags(request: Request) -> Any:
@@ -136,7 +130,7 @@ class FlagListApi(ReviewApiView):
         result = visible_results(request.user).filter(pk=data.validated_data["result"]).first()
         if result is None:
             return Response({"detail": "No such result."}, status=status.HTTP_404_NOT_FOUND)
-        flag = services.flag_raise(user=request.user, result=result, rule=data.validated_data["rule"],
+        flag = services.flag_raise(actor=signed_in(request), result=result, rule=data.validated_data["rule"],
                                    description=data.validated_data["description"],
                                    anchor_file=data.validated_data["anchor_file"],
                                    anchor_line=data.validated_data["anchor_line"],
@@ -161,7 +155,7 @@ class FlagCommentApi(ReviewApiView):
         flag = access.access_flag(request.user, pk)
         data = CommentInput(data=request.data)
         data.is_valid(raise_exception=True)
-        comment = services.flag_comment(user=request.user, flag=flag, **data.validated_data)
+        comment = services.flag_comment(actor=signed_in(request), flag=flag, **data.validated_data)
         return Response(CommentOutput(comment).data, status=status.HTTP_201_CREATED)
 
 
@@ -173,7 +167,7 @@ class FlagDecisionApi(ReviewApiView):
         flag = access.access_flag(request.user, pk)
         data = DecisionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        flag = services.flag_decide(user=request.user, flag=flag, **data.validated_data)
+        flag = services.flag_decide(actor=signed_in(request), flag=flag, **data.validated_data)
         return Response(FlagOutput(flag, context={"request": request}).data)
 
 
@@ -193,7 +187,7 @@ class FlagResubmissionApi(ReviewApiView):
         data.is_valid(raise_exception=True)
         with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
             path = save_upload(data.validated_data["bundle"], Path(tmp))
-            submission = services.flag_resubmit(user=request.user, flag=flag, archive=path,
+            submission = services.flag_resubmit(actor=signed_in(request), flag=flag, archive=path,
                                                 original_name=data.validated_data["bundle"].name)
         submission.refresh_from_db()
         return Response(upload_answer(request, submission, created=True), status=status.HTTP_201_CREATED)
@@ -222,7 +216,7 @@ class BorrowingListApi(ReviewApiView):
             return Response({"detail": "No such entry or source."}, status=status.HTTP_404_NOT_FOUND)
         with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
             path = save_upload(data.validated_data["bundle"], Path(tmp))
-            borrowing = services.borrowing_start(user=request.user, entry=entry, source=source, archive=path,
+            borrowing = services.borrowing_start(actor=signed_in(request), entry=entry, source=source, archive=path,
                                                  original_name=data.validated_data["bundle"].name)
         borrowing.refresh_from_db()
         return Response(BorrowingOutput(borrowing).data, status=status.HTTP_201_CREATED)

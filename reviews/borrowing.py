@@ -15,12 +15,9 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ingest.engine.findings import ERROR, Finding
-
-if TYPE_CHECKING:
-    from ingest.engine.verify import ItemReport
 
 CHECK = "borrowing"
 RULE_SYSTEM = "system-description"
@@ -241,12 +238,3 @@ def hyperparameter_diff(mine: dict[str, Any], source: dict[str, Any], modifiable
             )
         )
     return rows
-
-
-def entry_from_report(report: ItemReport, label: str) -> Entry:
-    return Entry(
-        label=label,
-        system_sha256=report.system_facts.sha256,
-        runs=tuple((run.file, dict(run.hyperparameters)) for run in report.runs),
-        system_file=report.system_facts.file,
-    )

@@ -19,13 +19,13 @@ class CommentForm(forms.Form):
 
 
 class DecisionForm(forms.Form):
-    outcome = forms.ChoiceField(choices=Flag.OUTCOMES)
+    outcome = forms.ChoiceField(choices=Flag.Outcome.choices)
     scaling_factor = forms.FloatField(required=False, min_value=0.000001)
     note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
 
     def clean(self) -> dict:
-        data = super().clean()
-        if data.get("outcome") == Flag.SCALED and not data.get("scaling_factor"):
+        data = super().clean() or {}
+        if data.get("outcome") == Flag.Outcome.SCALED and not data.get("scaling_factor"):
             self.add_error("scaling_factor", "Give the scaling factor to apply.")
         return data
 

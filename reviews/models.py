@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
+import datetime
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from ingest.models import Organization, Result, Run, Submission
-from leaderboard.models import Round
+from accounts.models import Organization
+from catalog.models import Round
+from ingest.models import Result, Run, Submission
 
 
 class Flag(models.Model):
     """A reviewer's claim that a result (or one of its runs) breaks a rule, until a chair decides."""
 
-    OPEN, ANSWERED, RESOLVED = "open", "answered", "resolved"
-    STATES = [(OPEN, "Open"), (ANSWERED, "Answered"), (RESOLVED, "Resolved")]
-    UNRESOLVED = (OPEN, ANSWERED)
-    REJECTED, FIXED, MOVED_TO_OPEN, WITHDRAWN, SCALED = "rejected", "fixed", "moved_to_open", "withdrawn", "scaled"
-    OUTCOMES = [
-        (REJECTED, "Rejected: no issue"),
-        (FIXED, "Fixed by resubmission"),
-        (MOVED_TO_OPEN, "Moved to the open division"),
-        (WITHDRAWN, "Result withdrawn"),
-        (SCALED, "Scaling factor applied"),
-    ]
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        ANSWERED = "answered", "Answered"
+        RESOLVED = "resolved", "Resolved"
+
+    UNRESOLVED = frozenset({State.OPEN, State.ANSWERED})
+
+    class Outcome(models.TextChoices):
+        REJECTED = "rejected", "Rejected: no issue"
+        FIXED = "fixed", "Fixed by resubmission"
+        MOVED_TO_OPEN = "moved_to_open", "Moved to the open division"
+        WITHDRAWN = "withdrawn", "Result withdrawn"
+        SCALED = "scaled", "Scaling factor applied"
 
     round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="flags")
     result = models.ForeignKey(Result, on_delete=models.PROTECT, related_name="flags")
@@ -36,8 +41,8 @@ class Flag(models.Model):
     anchor_file = models.CharField(max_length=500, blank=True)
     anchor_line = models.PositiveIntegerField(null=True, blank=True)
     description = models.TextField()
-    state = models.CharField(max_length=10, choices=STATES, default=OPEN)
-    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True)
     scaling_factor = models.FloatField(null=True, blank=True, help_text="With the 'scaled' outcome")
     decision_note = models.TextField(blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
@@ -59,7 +64,7 @@ class Flag(models.Model):
         return reverse("reviews:flag", args=[self.pk])
 
     @property
-    def deadline(self) -> timezone.datetime | None:
+    def deadline(self) -> datetime.datetime | None:
         return self.round.review_end
 
     @property
@@ -86,8 +91,10 @@ class Comment(models.Model):
 class Borrowing(models.Model):
     """An entry that adopts another submission's hyperparameters, once, during review."""
 
-    PENDING, ACCEPTED, REFUSED = "pending", "accepted", "refused"
-    STATES = [(PENDING, "Being verified"), (ACCEPTED, "Accepted"), (REFUSED, "Refused")]
+    class State(models.TextChoices):
+        PENDING = "pending", "Being verified"
+        ACCEPTED = "accepted", "Accepted"
+        REFUSED = "refused", "Refused"
 
     round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="borrowings")
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="borrowings")
@@ -101,7 +108,7 @@ class Borrowing(models.Model):
                                    related_name="borrowings")
     result = models.ForeignKey(Result, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
                                help_text="The new version it produced")
-    state = models.CharField(max_length=10, choices=STATES, default=PENDING)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)

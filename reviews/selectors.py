@@ -4,20 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Exists, OuterRef, QuerySet
 
+from accounts.viewer import Visitor
+from catalog.models import Round
 from ingest.models import Result
-from leaderboard.models import Round
 from reviews import access
 from reviews.borrowing import hyperparameter_diff
 from reviews.models import Borrowing, Flag
 
-User = AbstractBaseUser | AnonymousUser
 FINDING_KINDS = ("compliance", "system_desc", "seed", "rcp", "run_count", "scaling", "status", "layout", "parse",
                  "power", "borrowing", "hyperparameters", "reference-equivalence", "availability")
 
 
-def can_raise(user: User, result: Result) -> bool:
+def held_results() -> QuerySet:
+    """Every version of an entry (round, organization, system, benchmark) with an undecided flag on
+    any of its versions: a resubmission in answer to a flag must not release the entry before the
+    chair decides. Registered with the one visibility rule (ingest.visibility) in ReviewsConfig.ready."""
+    undecided = Flag.objects.filter(
+        state__in=Flag.UNRESOLVED, result__round=OuterRef("round"),
+        result__organization=OuterRef("organization"), result__system_slug=OuterRef("system_slug"),
+        result__benchmark_key=OuterRef("benchmark_key"))
+    return Result.objects.filter(Exists(undecided)).values("pk")
+
+
+def can_raise(user: Visitor, result: Result) -> bool:
     try:
         access.flag_raiser_organization(user, result)
     except Exception:  # PermissionDenied: the form is simply not offered
@@ -31,11 +42,11 @@ def rule_choices(result: Result) -> list[str]:
     return [*FINDING_KINDS, *named]
 
 
-def result_review(user: User, result: Result) -> dict[str, Any]:
+def result_review(user: Visitor, result: Result) -> dict[str, Any]:
     flags = access.visible_flags(user).filter(result=result).select_related("raised_by_organization")
     borrowing = Borrowing.objects.filter(result=result).select_related("source__organization").first()
     may_borrow = (
-        result.round.phase() == Round.REVIEW and result.is_current
+        result.round.phase() == Round.Phase.REVIEW and result.is_current
         and result.organization_id in access.answering_organization_ids(user)
         and not Borrowing.objects.filter(round=result.round, organization=result.organization,
                                          system_slug=result.system_slug, benchmark_key=result.benchmark_key).exists()

@@ -6,34 +6,23 @@ import math
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.models import Organization
+from accounts.services import audit_record
+from catalog.models import Round
+from core.errors import BadRequest
 from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
-from ingest.models import Finding, Organization, Result, Submission
-from ingest.services.results import (
-    audit_record,
-    db_safe,
-    result_rescale,
-    result_set_division,
-    result_withdraw,
-)
+from ingest.models import Finding, Result, Submission
+from ingest.services.results import db_safe, result_rescale, result_set_division, result_withdraw
 from ingest.services.submissions import submission_upload
-from leaderboard.models import Round
 from reviews import access
 from reviews.borrowing import Entry, check_borrowing
 from reviews.models import Borrowing, Comment, Flag, Notification
-
-
-class ReviewError(ValueError):
-    """The action is not possible as asked; the message says why."""
-
-
-def _actor(user: AbstractBaseUser) -> dict[str, object]:
-    return {"actor": user, "actor_label": user.get_username()}
 
 
 def notify_organization(*, organization: Organization, text: str, url: str) -> None:
@@ -48,20 +37,20 @@ def notify_organization(*, organization: Organization, text: str, url: str) -> N
 
 
 @transaction.atomic
-def flag_raise(*, user: AbstractBaseUser, result: Result, rule: str, description: str, anchor_file: str = "",
+def flag_raise(*, actor: User, result: Result, rule: str, description: str, anchor_file: str = "",
                anchor_line: int | None = None, run_position: int | None = None) -> Flag:
-    organization = access.flag_raiser_organization(user, result)
+    organization = access.flag_raiser_organization(actor, result)
     if not rule.strip() or not description.strip():
-        raise ReviewError("Name the rule or check concerned and describe the problem.")
+        raise BadRequest("Name the rule or check concerned and describe the problem.")
     run = result.runs.filter(position=run_position).first() if run_position is not None else None
     if run_position is not None and run is None:
-        raise ReviewError(f"The result has no run #{run_position + 1}.")
+        raise BadRequest(f"The result has no run #{run_position + 1}.")
     flag = Flag.objects.create(
-        round=result.round, result=result, run=run, raised_by=user, raised_by_organization=organization,
+        round=result.round, result=result, run=run, raised_by=actor, raised_by_organization=organization,
         rule=rule.strip()[:200], description=description.strip(), anchor_file=anchor_file[:500],
         anchor_line=anchor_line,
     )
-    audit_record(**_actor(user), action="flag.create", subject=flag,
+    audit_record(actor=actor, action="flag.create", subject=flag,
                  after={"state": flag.state, "result": result.pk, "rule": flag.rule})
     transaction.on_commit(lambda: notify_organization(
         organization=result.organization, url=flag.get_absolute_url(),
@@ -70,29 +59,29 @@ def flag_raise(*, user: AbstractBaseUser, result: Result, rule: str, description
 
 
 @transaction.atomic
-def flag_comment(*, user: AbstractBaseUser, flag: Flag, body: str, private: bool = False) -> Comment:
-    access.require(access.can_comment(user, flag), "Only the two organizations involved and the chairs comment.")
-    access.require(not private or access.can_decide(user, flag), "Only a chair keeps a comment private.")
-    if flag.state == Flag.RESOLVED:
-        raise ReviewError("The flag is resolved; the thread is closed.")
+def flag_comment(*, actor: User, flag: Flag, body: str, private: bool = False) -> Comment:
+    access.require(access.can_comment(actor, flag), "Only the two organizations involved and the chairs comment.")
+    access.require(not private or access.can_decide(actor, flag), "Only a chair keeps a comment private.")
+    if flag.state == Flag.State.RESOLVED:
+        raise BadRequest("The flag is resolved; the thread is closed.")
     if not body.strip():
-        raise ReviewError("Write something.")
+        raise BadRequest("Write something.")
     flag = Flag.objects.select_for_update().get(pk=flag.pk)
-    answering = access.can_answer(user, flag)
-    comment = Comment.objects.create(flag=flag, author=user, body=body.strip(), private=private,
+    answering = access.can_answer(actor, flag)
+    comment = Comment.objects.create(flag=flag, author=actor, body=body.strip(), private=private,
                                      organization_id=flag.result.organization_id if answering else
-                                     flag.raised_by_organization_id if not access.is_chair(user, flag.round)
+                                     flag.raised_by_organization_id if not access.is_chair(actor, flag.round)
                                      else None)
-    audit_record(**_actor(user), action="comment.create", subject=comment,
+    audit_record(actor=actor, action="comment.create", subject=comment,
                  after={"flag": flag.pk, "private": private})
-    if answering and flag.state == Flag.OPEN:
-        flag.state = Flag.ANSWERED
+    if answering and flag.state == Flag.State.OPEN:
+        flag.state = Flag.State.ANSWERED
         flag.save(update_fields=["state", "updated_at"])
-        audit_record(**_actor(user), action="flag.state", subject=flag, before={"state": Flag.OPEN},
-                     after={"state": Flag.ANSWERED})
+        audit_record(actor=actor, action="flag.state", subject=flag, before={"state": Flag.State.OPEN},
+                     after={"state": Flag.State.ANSWERED})
     # Tell the other side: an answer goes to the raising organization, anything else to the flagged one,
     # and a chair's comment to both.
-    chair = access.is_chair(user, flag.round) and not answering
+    chair = access.is_chair(actor, flag.round) and not answering
     recipients = []
     if answering or chair:
         recipients.append(flag.raised_by_organization)
@@ -106,42 +95,42 @@ def flag_comment(*, user: AbstractBaseUser, flag: Flag, body: str, private: bool
 
 
 @transaction.atomic
-def flag_decide(*, user: AbstractBaseUser, flag: Flag, outcome: str, note: str = "",
+def flag_decide(*, actor: User, flag: Flag, outcome: str, note: str = "",
                 scaling_factor: float | None = None) -> Flag:
-    access.require(access.can_decide(user, flag), "Only the round's chairs decide.")
+    access.require(access.can_decide(actor, flag), "Only the round's chairs decide.")
     flag = Flag.objects.select_for_update(of=("self",)).select_related("result", "resubmission").get(pk=flag.pk)
-    if flag.state == Flag.RESOLVED:
-        raise ReviewError("The flag is already resolved.")
-    if outcome not in dict(Flag.OUTCOMES):
-        raise ReviewError(f"Unknown outcome {outcome!r}.")
+    if flag.state == Flag.State.RESOLVED:
+        raise BadRequest("The flag is already resolved.")
+    if outcome not in dict(Flag.Outcome.choices):
+        raise BadRequest(f"Unknown outcome {outcome!r}.")
     reason = f"flag #{flag.pk}: {flag.rule}"
     if flag.resubmission is not None and not flag.resubmission.is_final:
-        raise ReviewError("The resubmission is still being verified; decide once its verdict is in.")
+        raise BadRequest("The resubmission is still being verified; decide once its verdict is in.")
     # A resubmission made a new version of the entry: the decision applies to the one that is published.
     target = _current_version(flag.result)
-    if outcome == Flag.FIXED:
+    if outcome == Flag.Outcome.FIXED:
         if flag.resubmission is None or target.submission_id != flag.resubmission_id \
-                or target.verdict != Result.VERIFIED:
-            raise ReviewError("'Fixed by resubmission' needs a verified resubmission linked to the flag.")
-    elif outcome == Flag.SCALED:
+                or target.verdict != Result.Verdict.VERIFIED:
+            raise BadRequest("'Fixed by resubmission' needs a verified resubmission linked to the flag.")
+    elif outcome == Flag.Outcome.SCALED:
         if scaling_factor is None or not math.isfinite(scaling_factor) or scaling_factor <= 0:
-            raise ReviewError("Give the scaling factor (a positive number) to apply.")
-        result_rescale(result=target, factor=scaling_factor, actor=user, reason=reason)
-    elif outcome == Flag.MOVED_TO_OPEN:
-        result_set_division(result=target, division="open", actor=user, reason=reason)
-    elif outcome == Flag.WITHDRAWN:
-        result_withdraw(result=target, actor=user, reason=reason)
+            raise BadRequest("Give the scaling factor (a positive number) to apply.")
+        result_rescale(result=target, factor=scaling_factor, actor=actor, reason=reason)
+    elif outcome == Flag.Outcome.MOVED_TO_OPEN:
+        result_set_division(result=target, division="open", actor=actor, reason=reason)
+    elif outcome == Flag.Outcome.WITHDRAWN:
+        result_withdraw(result=target, actor=actor, reason=reason)
     before = {"state": flag.state}
-    flag.state = Flag.RESOLVED
+    flag.state = Flag.State.RESOLVED
     flag.outcome = outcome
     flag.decision_note = note.strip()
-    flag.scaling_factor = scaling_factor if outcome == Flag.SCALED else None
-    flag.decided_by = user
+    flag.scaling_factor = scaling_factor if outcome == Flag.Outcome.SCALED else None
+    flag.decided_by = actor
     flag.decided_at = timezone.now()
     flag.save(update_fields=["state", "outcome", "decision_note", "scaling_factor", "decided_by", "decided_at",
                              "updated_at"])
-    audit_record(**_actor(user), action="flag.decide", subject=flag, before=before,
-                 after={"state": Flag.RESOLVED, "outcome": outcome, "scaling_factor": flag.scaling_factor})
+    audit_record(actor=actor, action="flag.decide", subject=flag, before=before,
+                 after={"state": Flag.State.RESOLVED, "outcome": outcome, "scaling_factor": flag.scaling_factor})
     transaction.on_commit(lambda: notify_organization(
         organization=flag.result.organization, url=flag.get_absolute_url(),
         text=f"Flag #{flag.pk} on {flag.result.benchmark_key} decided: {flag.get_outcome_display()}"))
@@ -156,35 +145,35 @@ def _current_version(result: Result) -> Result:
     return current or result
 
 
-def flag_resubmit(*, user: AbstractBaseUser, flag: Flag, archive: Path, original_name: str) -> Submission:
+def flag_resubmit(*, actor: User, flag: Flag, archive: Path, original_name: str) -> Submission:
     """A new version of the flagged result's bundle, uploaded in answer to the flag."""
-    access.require(access.can_answer(user, flag), "Only the flagged result's organization resubmits.")
-    if flag.state == Flag.RESOLVED:
-        raise ReviewError("The flag is resolved; there is nothing to answer.")
+    access.require(access.can_answer(actor, flag), "Only the flagged result's organization resubmits.")
+    if flag.state == Flag.State.RESOLVED:
+        raise BadRequest("The flag is resolved; there is nothing to answer.")
     result = flag.result
     # One transaction with the link: the verification is queued on commit, so it finds the flag linked.
     with transaction.atomic():
-        outcome = submission_upload(user=user, organization=result.organization, round_=flag.round,
+        outcome = submission_upload(actor=actor, organization=result.organization, round=flag.round,
                                     archive=archive, original_name=original_name, during_review=True,
                                     only_entry=(result.system_slug, result.benchmark_key))
         if not outcome.created:
-            raise ReviewError(f"This bundle is identical to submission #{outcome.submission.pk}; "
+            raise BadRequest(f"This bundle is identical to submission #{outcome.submission.pk}; "
                               "upload the corrected one.")
         locked = Flag.objects.select_for_update().get(pk=flag.pk)
         before = {"resubmission": locked.resubmission_id}
         locked.resubmission = outcome.submission
-        if locked.state == Flag.OPEN:
-            locked.state = Flag.ANSWERED
+        if locked.state == Flag.State.OPEN:
+            locked.state = Flag.State.ANSWERED
         locked.save(update_fields=["resubmission", "state", "updated_at"])
-        audit_record(**_actor(user), action="flag.resubmission", subject=locked, before=before,
+        audit_record(actor=actor, action="flag.resubmission", subject=locked, before=before,
                      after={"resubmission": outcome.submission.pk, "state": locked.state})
     return outcome.submission
 
 
-def borrowing_sources(entry: Result, user: AbstractBaseUser) -> list[Result]:
+def borrowing_sources(entry: Result, user: User) -> list[Result]:
     """Results of the same round and benchmark from other organizations, closest in scale first
     (borrowing works best between systems of similar size)."""
-    from leaderboard.selectors import visible_results
+    from ingest.visibility import visible_results
 
     candidates = list(
         visible_results(user).current()
@@ -200,22 +189,22 @@ def borrowing_sources(entry: Result, user: AbstractBaseUser) -> list[Result]:
     return sorted(candidates, key=lambda r: (distance(r), r.score if r.score is not None else math.inf))
 
 
-def borrowing_start(*, user: AbstractBaseUser, entry: Result, source: Result, archive: Path,
+def borrowing_start(*, actor: User, entry: Result, source: Result, archive: Path,
                     original_name: str) -> Borrowing:
     round_ = entry.round
-    access.require(entry.organization_id in access.answering_organization_ids(user),
+    access.require(entry.organization_id in access.answering_organization_ids(actor),
                    "Only the entry's organization borrows for it.")
-    if round_.phase() != Round.REVIEW:
-        raise ReviewError(f"Borrowing happens during the review phase; {round_.name} is {round_.phase()}.")
+    if round_.phase() != Round.Phase.REVIEW:
+        raise BadRequest(f"Borrowing happens during the review phase; {round_.name} is {round_.phase()}.")
     if not entry.is_current:
-        raise ReviewError("Borrow for the entry's current version.")
+        raise BadRequest("Borrow for the entry's current version.")
     if (source.round_id, source.benchmark_key) != (round_.pk, entry.benchmark_key):
-        raise ReviewError("The source must be a result of the same round and benchmark.")
+        raise BadRequest("The source must be a result of the same round and benchmark.")
     if source.organization_id == entry.organization_id:
-        raise ReviewError("The source must be another organization's result.")
+        raise BadRequest("The source must be another organization's result.")
     if Borrowing.objects.filter(round=round_, organization=entry.organization, system_slug=entry.system_slug,
                                 benchmark_key=entry.benchmark_key).exists():
-        raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.")
+        raise BadRequest("This entry has borrowed once already; the rules allow it once per entry.")
     # One transaction: a refused upload leaves no borrowing behind (the entry may try again), and the
     # verification, queued on commit, finds the borrowing linked and judges it.
     with transaction.atomic():
@@ -223,18 +212,18 @@ def borrowing_start(*, user: AbstractBaseUser, entry: Result, source: Result, ar
             with transaction.atomic():
                 borrowing = Borrowing.objects.create(
                     round=round_, organization=entry.organization, system_slug=entry.system_slug,
-                    benchmark_key=entry.benchmark_key, entry=entry, source=source, created_by=user)
+                    benchmark_key=entry.benchmark_key, entry=entry, source=source, created_by=actor)
         except IntegrityError:
-            raise ReviewError("This entry has borrowed once already; the rules allow it once per entry.") from None
-        outcome = submission_upload(user=user, organization=entry.organization, round_=round_, archive=archive,
+            raise BadRequest("This entry has borrowed once already; the rules allow it once per entry.") from None
+        outcome = submission_upload(actor=actor, organization=entry.organization, round=round_, archive=archive,
                                     original_name=original_name, during_review=True,
                                     only_entry=(entry.system_slug, entry.benchmark_key))
         if not outcome.created:
-            raise ReviewError(f"This bundle is identical to submission #{outcome.submission.pk}; "
+            raise BadRequest(f"This bundle is identical to submission #{outcome.submission.pk}; "
                               "upload the one with the borrowed hyperparameters.")
         borrowing.submission = outcome.submission
         borrowing.save(update_fields=["submission"])
-        audit_record(**_actor(user), action="borrowing.create", subject=borrowing,
+        audit_record(actor=actor, action="borrowing.create", subject=borrowing,
                      after={"entry": entry.pk, "source": source.pk, "state": borrowing.state,
                             "submission": outcome.submission.pk})
     return borrowing
@@ -267,7 +256,7 @@ def borrowing_judge(*, borrowing: Borrowing) -> Borrowing:
         )
     with transaction.atomic():
         locked = Borrowing.objects.select_for_update().get(pk=borrowing.pk)
-        if locked.state != Borrowing.PENDING:
+        if locked.state != Borrowing.State.PENDING:
             return locked
         if new is not None:
             Finding.objects.bulk_create([
@@ -277,25 +266,25 @@ def borrowing_judge(*, borrowing: Borrowing) -> Borrowing:
         refused = any(f.severity == ERROR for f in findings) or new is None
         if new is not None and refused:
             # A refused borrowing leaves the entry as it was: the previous version is current again.
-            Result.objects.filter(pk=new.pk).update(is_current=False, verdict=Result.NONCOMPLIANT)
+            Result.objects.filter(pk=new.pk).update(is_current=False, verdict=Result.Verdict.NONCOMPLIANT)
             Result.objects.filter(pk=entry.pk).update(is_current=True, superseded_by=None)
         elif new is not None:
             Result.objects.filter(pk=new.pk).update(borrowed_from=borrowing.source)
-        locked.state = Borrowing.REFUSED if refused else Borrowing.ACCEPTED
+        locked.state = Borrowing.State.REFUSED if refused else Borrowing.State.ACCEPTED
         locked.result = new
         locked.decided_at = timezone.now()
         locked.save(update_fields=["state", "result", "decided_at"])
-        audit_record(actor_label="borrowing check", action="borrowing.state", subject=locked,
-                     before={"state": Borrowing.PENDING},
+        audit_record(actor="borrowing check", action="borrowing.state", subject=locked,
+                     before={"state": Borrowing.State.PENDING},
                      after={"state": locked.state, "findings": [f"{f.rule}: {f.message}" for f in findings][:20]})
     return locked
 
 
 def on_submission_finished(*, submission: Submission) -> None:
     """Hooked to ingest's `submission_finished`: judge a borrowing, tell a flag its answer arrived."""
-    for borrowing in Borrowing.objects.filter(submission=submission, state=Borrowing.PENDING).select_related(
+    for borrowing in Borrowing.objects.filter(submission=submission, state=Borrowing.State.PENDING).select_related(
             "entry__organization", "entry__benchmark", "entry__system", "source__organization", "source__system"):
-        if submission.state == Submission.ERROR:
+        if submission.state == Submission.State.ERROR:
             continue  # a platform fault: the borrowing waits for the retry, it is not refused
         borrowing_judge(borrowing=borrowing)
     for flag in Flag.objects.filter(resubmission=submission).select_related("raised_by_organization"):

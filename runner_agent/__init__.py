@@ -6,7 +6,7 @@ have a Python and a training stack, not Django. `python -m runner_agent --help` 
 Layout: `cli` (arguments), `agent` (the claim loop), `attempt` (one attempt, from claim to complete),
 `process` (the job's process group), `output` (its lines), `hardware` (what this host has),
 `client` (HTTP with retries), `container` (jobs in Docker or Podman), `leftovers` (what an agent
-killed outright left behind, cleaned up by the next).
+killed outright left behind, cleaned up by the next), `verdict` (reading what the server judged).
 """
 
 __version__ = "0.1.0"

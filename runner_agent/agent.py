@@ -1,7 +1,9 @@
 """The claim loop: ask for work while there is room, run each attempt on its own thread.
 
 A GPU runner takes a job only while some of its GPUs are free, and lets attempts run side by side
-only on the disjoint GPUs the server assigns them; a CPU runner takes `max_jobs` at once.
+only on the disjoint GPUs the server assigns them; a CPU runner takes `max_jobs` at once. Between
+claims the loop also reads the verdicts of attempts the server is judging (runner_agent/verdict.py);
+an attempt's GPUs are free again as soon as its completion was taken, not when it was judged.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from runner_agent.attempt import AttemptRun, Claim, ProtocolError, parse_claim
 from runner_agent.client import AgentError, Client, Clock, Stopping
 from runner_agent.hardware import Host, software
 from runner_agent.settings import Settings
+from runner_agent.verdict import Verdicts
 
 log = logging.getLogger("runner_agent")
 
@@ -28,6 +31,7 @@ class Agent:
         self.clock = clock
         self.stop = stop
         self._running: dict[threading.Thread, AttemptRun] = {}  # touched by the loop's thread only
+        self._verdicts = Verdicts(client, clock, settings.timing)
         self._freed = threading.Event()
         self._started = 0
 
@@ -77,11 +81,13 @@ class Agent:
         idle = self.timing.idle_first_s
         while not self.stop.is_set():
             self._freed.clear()  # before looking, so that a job ending meanwhile still wakes the wait below
-            self._running = {thread: run for thread, run in self._running.items() if thread.is_alive()}
+            self._collect_ended()
+            self._verdicts.read_due()
             if self.settings.once and self._started:
-                if not self._running:
-                    return
-                self._freed.wait(1.0)
+                if self._running:
+                    self._freed.wait(1.0)
+                elif not self._verdicts or self.clock.sleep(self._verdicts.until_next(), self.stop):
+                    return  # done: the job reported and its verdict read (or given up on), or stopping
                 continue
             if len(self._running) >= self.settings.max_jobs or (self.host.has_gpus and not self.free_indexes()):
                 self._freed.wait(1.0)
@@ -114,6 +120,15 @@ class Agent:
             if self.clock.sleep(idle, self.stop):
                 return
             idle = min(idle * 2, self.timing.idle_max_s)
+
+    def _collect_ended(self) -> None:
+        running = {}
+        for thread, run in self._running.items():
+            if thread.is_alive():
+                running[thread] = run
+            elif run.verdict_pending:
+                self._verdicts.add(run.attempt.id, run.attempt.secret)
+        self._running = running
 
     def _start(self, claim: Claim) -> None:
         refusal = None

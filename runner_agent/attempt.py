@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner_agent import leftovers
+from runner_agent import leftovers, verdict
 from runner_agent.client import LOST_STATUSES, Client, Clock, Reply, Stopping
 from runner_agent.output import OutputLines
 from runner_agent.process import JobProcess
@@ -174,6 +174,7 @@ class AttemptRun:
         self.stop = stop
         self.refusal = refusal
         self.path = f"/attempts/{claim.attempt.id}"
+        self.verdict_pending = False  # set once the server took the completion and judges it after
         self.work_dir = settings.work_dir / f"job-{claim.job.id if claim.job else 'x'}-attempt-{claim.attempt.id}"
 
     @property
@@ -377,6 +378,9 @@ class AttemptRun:
                       reply.detail())
             return False
         answer = reply.document()
-        log.info("attempt %d reported %s: job %s, verdict %s", self.attempt.id, outcome, answer.get("job_state"),
-                 answer.get("verdict"))
+        if verdict.pending(answer):
+            self.verdict_pending = True  # the claim loop reads it from the attempt (runner_agent/verdict.py)
+            log.info("attempt %d reported %s; the server is judging it", self.attempt.id, outcome)
+        else:  # judged already, or a server that judges within the completion
+            log.info("attempt %d reported %s: %s", self.attempt.id, outcome, verdict.describe(answer))
         return True

@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--container-network", default="none", metavar="NETWORK",
                         help="the container's network (default: none)")
     parser.add_argument("--once", action="store_true",
-                        help="claim one job, run and report it, then exit (at once if there is nothing to do)")
+                        help="claim one job, run and report it, wait for its verdict, then exit (at once if there is "
+                             "nothing to do)")
     return parser
 
 

@@ -1,24 +1,23 @@
 """HTTP to the Podium agent API: authenticated requests that retry what may pass.
 
-What may pass is retried with exponential backoff: no connection (the server restarting), a dropped
-connection, 5xx, and 429 after its Retry-After. Anything else is an answer for the caller to judge.
+What may pass is retried with exponential backoff (`core.http`, shared with the submit CLI): no
+connection (the server restarting), a dropped connection, 5xx, and 429 after its Retry-After.
+Anything else is an answer for the caller to judge.
 """
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import json
 import logging
-import ssl
 import threading
 import time
-import urllib.error
 import urllib.request
-from dataclasses import dataclass
-from email.message import Message
 from typing import Any
-from urllib.parse import urlsplit
+
+from core import http
+from core.http import Outcome, Reply
+
+__all__ = ["LOST_STATUSES", "AgentError", "Client", "Clock", "Reply", "Stopping", "server_base"]
 
 API_PATH = "/api/agent/v1"
 # The attempt is no longer this runner's to report on: re-queued after its lease ran out, already
@@ -47,59 +46,12 @@ class Clock:
         return stop.wait(seconds)
 
 
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: Message
-    body: bytes
-
-    def json(self) -> Any:
-        """The body as JSON, or None when it is not JSON (a proxy's HTML error page)."""
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
-
-    def document(self) -> dict[str, Any]:
-        value = self.json()
-        return value if isinstance(value, dict) else {}
-
-    def detail(self) -> str:
-        """What the server said about a refusal, short."""
-        detail = self.document().get("detail")
-        if detail:
-            return str(detail)[:300]
-        return self.body[:300].decode("utf-8", "replace").strip() or http.client.responses.get(self.status, "")
-
-    def retry_after(self) -> float | None:
-        """Seconds the server asked us to wait, from `Retry-After` (seconds or an HTTP date)."""
-        value = (self.headers.get("Retry-After") or "").strip()
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # urllib would follow a redirect carrying the runner token to whatever host it names, and turn a
-    # PUT or POST into a GET without its body; a redirect is an answer the caller reports instead.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 def server_base(server: str) -> str:
     """`--server` as the base of every URL; raises AgentError for what is not an http(s) address."""
-    parts = urlsplit(server)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise AgentError(f"--server {server!r} is not an http:// or https:// address")
-    return server.rstrip("/")
+    try:
+        return http.server_base(server)
+    except ValueError as exc:
+        raise AgentError(str(exc)) from None
 
 
 class Client:
@@ -114,7 +66,7 @@ class Client:
         self.retry_first_s = retry_first_s
         self.retry_max_s = retry_max_s
         self.timeout_s = timeout_s
-        self._opener = urllib.request.build_opener(_NoRedirects)
+        self._opener = http.opener()
 
     def request(self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
                 what: str = "") -> Reply:
@@ -123,41 +75,23 @@ class Client:
         The same bytes go out on every try, so only requests the server treats as idempotent (all of
         the agent API's: a claim answered but lost only waits for its lease to run out) belong here.
         """
-        delay = self.retry_first_s
-        while True:
-            reply, problem = self.once(method, path, body=body, headers=headers)
-            if problem is None:
-                assert reply is not None
-                return reply
-            wait = reply.retry_after() if reply is not None else None
-            wait = delay if wait is None else wait
+        def pause(wait: float, problem: str) -> None:
             log.warning("%s%s; retrying in %.1f s", f"{what}: " if what else "", problem, wait)
             if self.clock.sleep(wait, self.stop):
                 raise Stopping
-            delay = min(delay * 2, self.retry_max_s)
+
+        return http.retrying(lambda: self.once(method, path, body=body, headers=headers),
+                             first_s=self.retry_first_s, max_s=self.retry_max_s, pause=pause)
 
     def once(self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
-             timeout_s: float | None = None) -> tuple[Reply | None, str | None]:
+             timeout_s: float | None = None) -> Outcome:
         """One try: (the reply, None), or (the reply if any, why it is worth trying again)."""
         sent = {"Authorization": f"Bearer {self.token}", "Accept": "application/json", **(headers or {})}
         request = urllib.request.Request(self.server + API_PATH + path, data=body, method=method, headers=sent)
         try:
-            with self._opener.open(request, timeout=timeout_s or self.timeout_s) as response:
-                reply = Reply(response.status, response.headers, response.read())
-        except urllib.error.HTTPError as exc:
-            with exc:
-                reply = Reply(exc.code, exc.headers, exc.read())
-        except (OSError, http.client.HTTPException) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            if isinstance(reason, ssl.SSLError):
-                # A certificate that fails now fails on every retry.
-                raise AgentError(f"TLS error talking to {self.server}: {reason}") from None
-            return None, f"cannot reach {self.server} ({reason or type(reason).__name__})"
-        if reply.status == 429:
-            return reply, "the server is rate limiting (429)"
-        if reply.status >= 500:
-            return reply, f"server trouble ({reply.status})"
-        return reply, None
+            return http.send_once(self._opener, request, timeout=timeout_s or self.timeout_s, server=self.server)
+        except http.TLSFailure as exc:
+            raise AgentError(str(exc)) from None
 
     @staticmethod
     def json_body(document: dict[str, Any]) -> bytes:

@@ -28,6 +28,11 @@ class Timing:
     # How long a job killed by SIGTERM, SIGINT or SIGHUP waits for the agent to stop too before it is
     # reported: a signal for the whole service reaches the job before the agent's handler runs.
     stop_settle_s: float = 1.0
+    # Reading a completed attempt's verdict, which the server judges after taking the completion: the
+    # first look at once, then after this, doubling; given up (only the log misses it) after verdict_wait_s.
+    verdict_poll_first_s: float = 2.0
+    verdict_poll_max_s: float = 30.0
+    verdict_wait_s: float = 300.0
 
 
 @dataclass(frozen=True)

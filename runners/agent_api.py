@@ -1,4 +1,4 @@
-"""The agent API (`/api/agent/v1/`): claim, heartbeat, log upload, complete. Runner tokens only."""
+"""The agent API (`/api/agent/v1/`): claim, heartbeat, log upload, complete, read an attempt. Runner tokens only."""
 
 from __future__ import annotations
 
@@ -137,3 +137,9 @@ class CompleteApi(AgentView):
                                            output_tail=v["output_tail"], elapsed_seconds=v["elapsed_seconds"],
                                            log_sha256=v["log_sha256"])
         return Response(answer)
+
+
+class AttemptApi(AgentView):
+    @extend_schema(exclude=True)
+    def get(self, request: Request, attempt_id: int) -> Response:
+        return Response(services.attempt_read(attempt_id=attempt_id, runner=self.runner, secret=self.secret()))

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
-from leaderboard.selectors import visible_results
+from ingest.visibility import visible_results
 from runners import services
 from runners.models import ReproductionJob
 
@@ -41,7 +41,7 @@ class ReproductionOutput(serializers.Serializer):
     result = serializers.IntegerField(source="result_id")
     run = serializers.IntegerField(source="run.position", allow_null=True, default=None)
     kind = serializers.CharField(help_text="convergence or timing")
-    state = serializers.CharField(help_text="queued, leased, running, reproduced, mismatch, failed, cancelled")
+    state = serializers.CharField(help_text="queued, leased, running, judging, reproduced, mismatch, failed, cancelled")
     verdict_detail = serializers.JSONField(help_text="The numbers behind the verdict and the tolerance used")
     failure_reason = serializers.CharField()
     accelerator_model = serializers.CharField()
@@ -80,7 +80,7 @@ class ReproductionListApi(APIView):
             if not result.isdigit():
                 errors["result"] = ["A result id (a whole number)."]
             jobs = jobs.filter(result_id=result) if result.isdigit() else jobs
-        for name, choices in (("state", ReproductionJob.STATES), ("kind", ReproductionJob.KINDS)):
+        for name, choices in (("state", ReproductionJob.State.choices), ("kind", ReproductionJob.Kind.choices)):
             value = request.query_params.get(name)
             if value is not None:
                 if value not in dict(choices):

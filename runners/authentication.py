@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
@@ -53,7 +52,3 @@ class RunnerTokenAuthentication(BaseAuthentication):
 class IsRunner(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.auth, RunnerToken)
-
-
-def touch(runner: Runner) -> None:
-    Runner.objects.filter(pk=runner.pk).update(last_seen_at=timezone.now())

@@ -1,13 +1,15 @@
 """Reproduction on runners: agents on accelerator hosts that pull jobs over HTTP on leases.
 
 The database is the record: a job is queued → leased (attempt n until its lease expires) → running
-(heartbeats extend the lease) → reproduced | mismatch | failed | cancelled. An expired lease puts
-the job back in the queue as attempt n+1, up to a maximum; a report from any attempt that is not the
-job's current one is refused.
+(heartbeats extend the lease) → judging (the runner completed; a worker judges its log) → reproduced |
+mismatch | failed | cancelled. An expired lease puts the job back in the queue as attempt n+1, up to a
+maximum; a report from any attempt that is not the job's current one is refused. A completed attempt's
+judgement is awaiting → judging → judged, claimed by the judging task with a conditional UPDATE.
 """
 
 from __future__ import annotations
 
+import datetime
 import hmac
 import secrets
 
@@ -16,8 +18,8 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import PrefixedSecretToken, secret_digest
-from ingest.models import Organization, Result, Run
+from accounts.models import Organization, PrefixedSecretToken, secret_digest
+from ingest.models import Result, Run
 
 
 class Runner(models.Model):
@@ -43,10 +45,6 @@ class Runner(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def is_cpu_only(self) -> bool:
-        return self.accelerator_count == 0
-
 
 class RunnerToken(PrefixedSecretToken):
     """`prn_<prefix>_<secret>`: good for the agent API only, never for the public or submitter API."""
@@ -63,24 +61,33 @@ class RunnerToken(PrefixedSecretToken):
 
 class JobQuerySet(models.QuerySet["ReproductionJob"]):
     def queued(self) -> JobQuerySet:
-        return self.filter(state=ReproductionJob.QUEUED)
+        return self.filter(state=ReproductionJob.State.QUEUED)
 
     def active(self) -> JobQuerySet:
-        return self.filter(state__in=(ReproductionJob.LEASED, ReproductionJob.RUNNING))
+        """Held by a runner's lease (a judging job is not: its runner is done with it)."""
+        return self.filter(state__in=(ReproductionJob.State.LEASED, ReproductionJob.State.RUNNING))
 
 
 class ReproductionJob(models.Model):
-    CONVERGENCE, TIMING = "convergence", "timing"
-    KINDS = [(CONVERGENCE, "Convergence (any runner)"), (TIMING, "Timing (a runner like the submitted system)")]
-    QUEUED, LEASED, RUNNING = "queued", "leased", "running"
-    REPRODUCED, MISMATCH, FAILED, CANCELLED = "reproduced", "mismatch", "failed", "cancelled"
-    STATES = [(QUEUED, "Queued"), (LEASED, "Leased"), (RUNNING, "Running"), (REPRODUCED, "Reproduced"),
-              (MISMATCH, "Mismatch"), (FAILED, "Failed"), (CANCELLED, "Cancelled")]
-    FINAL = (REPRODUCED, MISMATCH, FAILED, CANCELLED)
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        LEASED = "leased", "Leased"
+        RUNNING = "running", "Running"
+        JUDGING = "judging", "Judging"
+        REPRODUCED = "reproduced", "Reproduced"
+        MISMATCH = "mismatch", "Mismatch"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINAL_STATES = frozenset({State.REPRODUCED, State.MISMATCH, State.FAILED, State.CANCELLED})
+
+    class Kind(models.TextChoices):
+        CONVERGENCE = "convergence", "Convergence (any runner)"
+        TIMING = "timing", "Timing (a runner like the submitted system)"
 
     result = models.ForeignKey(Result, on_delete=models.PROTECT, related_name="reproductions")
     run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="reproductions")
-    kind = models.CharField(max_length=12, choices=KINDS)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
     module = models.CharField(max_length=200, help_text="What the agent runs (it must be on its allow-list)")
     config = models.JSONField(default=dict, help_text="Hyperparameters and seed handed to the module")
     accelerator_model = models.CharField(max_length=200, blank=True, help_text="Empty: any, CPU included")
@@ -88,7 +95,7 @@ class ReproductionJob(models.Model):
     time_limit_seconds = models.PositiveIntegerField(default=600)
     deadline = models.DateTimeField(null=True, blank=True)
     max_attempts = models.PositiveSmallIntegerField(default=3)
-    state = models.CharField(max_length=12, choices=STATES, default=QUEUED)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
     verdict_detail = models.JSONField(default=dict, blank=True, help_text="The numbers behind the verdict")
     failure_reason = models.CharField(max_length=300, blank=True)
     cancel_requested = models.BooleanField(default=False)
@@ -112,13 +119,23 @@ class ReproductionJob(models.Model):
 
     @property
     def is_final(self) -> bool:
-        return self.state in self.FINAL
+        return self.state in self.FINAL_STATES
 
 
 class Attempt(models.Model):
-    FINISHED, FAILED, CANCELLED, TIMEOUT, EXPIRED = "finished", "failed", "cancelled", "timeout", "expired"
-    OUTCOMES = [(FINISHED, "Finished"), (FAILED, "Failed"), (CANCELLED, "Cancelled"), (TIMEOUT, "Timed out"),
-                (EXPIRED, "Lease expired")]
+    class Outcome(models.TextChoices):
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMEOUT = "timeout", "Timed out"
+        EXPIRED = "expired", "Lease expired"
+
+    class Judgement(models.TextChoices):
+        """A completed attempt's way to its job's verdict (empty before completion, and for an expired one)."""
+
+        AWAITING = "awaiting", "Awaiting judgement"
+        JUDGING = "judging", "Being judged"
+        JUDGED = "judged", "Judged"
 
     job = models.ForeignKey(ReproductionJob, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveSmallIntegerField()
@@ -134,16 +151,28 @@ class Attempt(models.Model):
     log_path = models.CharField(max_length=300, blank=True)
     log_sha256 = models.CharField(max_length=64, blank=True)
     log_bytes = models.PositiveBigIntegerField(null=True, blank=True)
-    outcome = models.CharField(max_length=10, choices=OUTCOMES, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     output_tail = models.TextField(blank=True)
     elapsed_seconds = models.FloatField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
-    answer = models.JSONField(default=dict, blank=True, help_text="What complete answered: repeats get the same")
+    reported_log_sha256 = models.CharField(max_length=64, blank=True,
+                                           help_text="The log the completion named; judged against the upload")
+    judgement = models.CharField(max_length=8, choices=Judgement.choices, blank=True)
+    judgement_queued_at = models.DateTimeField(null=True, blank=True,
+                                               help_text="When the judgement was last handed to the workers")
+    judging_started_at = models.DateTimeField(null=True, blank=True)
+    judging_tries = models.PositiveSmallIntegerField(default=0)
+    judged_at = models.DateTimeField(null=True, blank=True)
+    answer = models.JSONField(default=dict, blank=True,
+                              help_text="The job's state and verdict as the agent reads them, once judged")
 
     class Meta:
         ordering = ["job", "number"]
         constraints = [models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique")]
+        # The sweeper's look for judgements the queue lost: few rows, most attempts are judged.
+        indexes = [models.Index(fields=["judgement"], name="attempt_judgement_pending",
+                                condition=models.Q(judgement__in=["awaiting", "judging"]))]
 
     def __str__(self) -> str:
         return f"Attempt {self.number} of job #{self.job_id}"
@@ -156,5 +185,5 @@ class Attempt(models.Model):
     def matches(self, secret: str) -> bool:
         return hmac.compare_digest(self.secret_hash, secret_digest(secret))
 
-    def lease_expired(self, now: timezone.datetime | None = None) -> bool:
+    def lease_expired(self, now: datetime.datetime | None = None) -> bool:
         return self.lease_expires_at <= (now or timezone.now())

@@ -16,6 +16,7 @@ urlpatterns = [
 
 agent_urlpatterns = [
     path("claim", agent_api.ClaimApi.as_view(), name="claim"),
+    path("attempts/<int:attempt_id>", agent_api.AttemptApi.as_view(), name="attempt"),
     path("attempts/<int:attempt_id>/heartbeat", agent_api.HeartbeatApi.as_view(), name="heartbeat"),
     path("attempts/<int:attempt_id>/log", agent_api.LogApi.as_view(), name="log"),
     path("attempts/<int:attempt_id>/complete", agent_api.CompleteApi.as_view(), name="complete"),

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from leaderboard.selectors import visible_results
-from reviews.access import is_chair
+from accounts.viewer import Visitor, signed_in, viewer_of
+from ingest.models import Result
+from ingest.visibility import visible_results
 from runners import services
-from runners.models import Attempt, ReproductionJob, Runner
+from runners.models import ReproductionJob, Runner
 
 
-def may_request(user: object, result: object) -> bool:
-    return bool(getattr(user, "is_staff", False) or is_chair(user, result.round))  # type: ignore[attr-defined]
+def may_request(user: Visitor, result: Result) -> bool:
+    return viewer_of(user).chairs(result.round_id)
+
+
+def result_panel(user: Visitor, result: Result) -> dict[str, Any]:
+    """The reproduction panel of a result's page (registered with ingest.panels in RunnersConfig.ready)."""
+    return {
+        "reproductions": result.reproductions.order_by("-created_at")[:10],
+        "may_reproduce": may_request(user, result),
+    }
 
 
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -41,8 +51,8 @@ def job_request(request: HttpRequest, result_pk: int) -> HttpResponse:
     if not may_request(request.user, result):
         raise PermissionDenied("Site operators and the round's chairs request reproductions.")
     try:
-        job = services.job_create(result=result, kind=request.POST.get("kind", ReproductionJob.CONVERGENCE),
-                                  user=request.user)
+        job = services.job_create(result=result, kind=request.POST.get("kind", ReproductionJob.Kind.CONVERGENCE),
+                                  actor=signed_in(request))
     except services.JobError as exc:
         messages.error(request, str(exc))
         return redirect(result)
@@ -60,7 +70,8 @@ def operators(request: HttpRequest) -> HttpResponse:
         "running": active,
         "stuck": [job for job in active if job.current_attempt and job.current_attempt.lease_expires_at <= now],
         "queued": [(job, services.queue_estimate(job)) for job in queued],
-        "failed": ReproductionJob.objects.filter(Q(state=ReproductionJob.FAILED) | Q(state=ReproductionJob.CANCELLED))
+        "failed": ReproductionJob.objects.filter(
+            state__in=[ReproductionJob.State.FAILED, ReproductionJob.State.CANCELLED])
         .select_related("result").order_by("-finished_at")[:50],
         "now": now,
         "new_token": request.session.pop("new_runner_token", None),
@@ -74,7 +85,7 @@ def runner_create(request: HttpRequest) -> HttpResponse:
     if not name or Runner.objects.filter(name=name).exists():
         messages.error(request, "Give the runner a new, unique name.")
         return redirect("runners:operators")
-    _, token = services.runner_create(name=name, created_by=request.user)
+    _, token = services.runner_create(name=name, actor=signed_in(request))
     request.session["new_runner_token"] = {"name": name, "token": token}  # shown once, on the next page
     return redirect("runners:operators")
 
@@ -84,7 +95,7 @@ def runner_create(request: HttpRequest) -> HttpResponse:
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(ReproductionJob, pk=pk)
     try:
-        services.job_cancel(job=job, user=request.user)
+        services.job_cancel(job=job, actor=signed_in(request))
     except services.JobError as exc:
         messages.error(request, str(exc))
     return redirect(_next(request, job.get_absolute_url()))
@@ -95,7 +106,7 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 def job_retry(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(ReproductionJob, pk=pk)
     try:
-        services.job_retry(job=job, user=request.user)
+        services.job_retry(job=job, actor=signed_in(request))
     except services.JobError as exc:
         messages.error(request, str(exc))
     return redirect(_next(request, job.get_absolute_url()))
@@ -114,7 +125,7 @@ def _next(request: HttpRequest, default: str) -> str:
 def runner_enable(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
     enabled = request.POST.get("enabled") == "1"
-    services.runner_set_enabled(runner=runner, enabled=enabled, actor=request.user)
+    services.runner_set_enabled(runner=runner, enabled=enabled, actor=signed_in(request))
     messages.success(request, f"Runner {runner.name} {'enabled' if enabled else 'disabled: its token is refused'}.")
     return redirect("runners:operators")
 
@@ -123,10 +134,6 @@ def runner_enable(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def runner_rotate(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
-    token = services.runner_token_rotate(runner=runner, actor=request.user)
+    token = services.runner_token_rotate(runner=runner, actor=signed_in(request))
     request.session["new_runner_token"] = {"name": runner.name, "token": token}  # shown once, on the next page
     return redirect("runners:operators")
-
-
-def lease_age(attempt: Attempt | None) -> float | None:
-    return None if attempt is None else (timezone.now() - attempt.leased_at).total_seconds()

@@ -7,8 +7,9 @@ import datetime
 import factory
 from django.utils import timezone
 
-from ingest.models import Finding, Organization, Result, Run, Submission, System
-from leaderboard.models import Benchmark, Round
+from accounts.models import Organization
+from catalog.models import Benchmark, Round
+from ingest.models import Finding, Result, Run, Submission, System
 
 
 class RoundFactory(factory.django.DjangoModelFactory):
@@ -59,11 +60,11 @@ class SystemFactory(factory.django.DjangoModelFactory):
                                                    "accelerator_model_name": o.accelerator_model_name})
     description_sha256 = factory.Sequence(lambda n: f"{n:064x}")
     description_valid = True
-    division = System.CLOSED
+    division = System.Division.CLOSED
     status = "Available on-premise"
     availability = "Available on-premise"
-    category = System.AVAILABLE
-    system_type = System.ON_PREMISES
+    category = System.Category.AVAILABLE
+    system_type = System.SystemType.ON_PREMISES
     number_of_nodes = 1
     accelerators_per_node = 8
     accelerator_count = 8
@@ -76,9 +77,9 @@ class SubmissionFactory(factory.django.DjangoModelFactory):
 
     organization = factory.SubFactory(OrganizationFactory)
     round = factory.SubFactory(RoundFactory)
-    source = Submission.IMPORT
+    source = Submission.Source.IMPORT
     sha256 = factory.Sequence(lambda n: f"{n:064x}")
-    state = Submission.VERIFIED
+    state = Submission.State.VERIFIED
 
 
 class ResultFactory(factory.django.DjangoModelFactory):
@@ -102,7 +103,7 @@ class ResultFactory(factory.django.DjangoModelFactory):
     raw_score = 10.0
     scaling_factor = 1.0
     score = 10.0
-    verdict = Result.VERIFIED
+    verdict = Result.Verdict.VERIFIED
     tool_version = "4.1.68"
     # The facts result_store copies from the system description (override any of them per test).
     submitter = factory.SelfAttribute("organization.name")
@@ -140,7 +141,7 @@ class FindingFactory(factory.django.DjangoModelFactory):
 
     result = factory.SubFactory(ResultFactory)
     submission = factory.SelfAttribute("result.submission")
-    severity = Finding.ERROR
+    severity = Finding.Severity.ERROR
     checker = "compliance"
     rule = "eval_accuracy"
     file = "org/results/sys/resnet/result_0.txt"

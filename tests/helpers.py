@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from ingest.models import AuditEvent, Finding, Organization, Result, Run, Submission, System
-from leaderboard.models import Benchmark, Round
+from accounts.models import AuditEvent, Organization
+from catalog.models import Benchmark, Round
+from ingest.models import Finding, Result, Run, Submission, System
 
 
 def wipe_database() -> None:

@@ -16,11 +16,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from accounts.models import Membership
+from accounts.models import Membership, Organization
 from accounts.services import api_token_issue, membership_add
-from ingest.models import Organization
-from leaderboard.models import Round
-from leaderboard.services import round_create
+from catalog.models import Round
+from catalog.services import round_create
 
 PASSWORD = "correct-horse-battery-staple-9"
 
@@ -49,11 +48,11 @@ def make_people() -> People:
     omega = Organization.objects.create(name="Omega", slug="omega")
     people = People(acme, zeta, omega, user("alice"), user("bob"), user("carol"), user("dave"), user("chair"),
                     user("staff", is_staff=True))
-    membership_add(user=people.alice, organization=acme, role=Membership.SUBMITTER)
-    membership_add(user=people.alice, organization=acme, role=Membership.ADMIN)
-    membership_add(user=people.bob, organization=acme, role=Membership.REVIEWER)
-    membership_add(user=people.carol, organization=zeta, role=Membership.SUBMITTER)
-    membership_add(user=people.dave, organization=omega, role=Membership.SUBMITTER)
+    membership_add(user=people.alice, organization=acme, role=Membership.Role.SUBMITTER)
+    membership_add(user=people.alice, organization=acme, role=Membership.Role.ADMIN)
+    membership_add(user=people.bob, organization=acme, role=Membership.Role.REVIEWER)
+    membership_add(user=people.carol, organization=zeta, role=Membership.Role.SUBMITTER)
+    membership_add(user=people.dave, organization=omega, role=Membership.Role.SUBMITTER)
     return people
 
 
@@ -71,9 +70,9 @@ def set_phase(round_: Round, phase: str) -> None:
     now = timezone.now()
     day = datetime.timedelta(days=1)
     dates = {
-        Round.OPEN: (now + 7 * day, now + 30 * day),
-        Round.REVIEW: (now - day, now + 30 * day),
-        Round.PUBLISHED: (now - 30 * day, now - day),
+        Round.Phase.OPEN: (now + 7 * day, now + 30 * day),
+        Round.Phase.REVIEW: (now - day, now + 30 * day),
+        Round.Phase.PUBLISHED: (now - 30 * day, now - day),
     }[phase]
     round_.submission_deadline, round_.publication_date = dates
     round_.save(update_fields=["submission_deadline", "publication_date"])

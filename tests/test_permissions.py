@@ -24,14 +24,14 @@ from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
 from accounts.services import api_token_revoke
+from catalog.models import Round
 from ingest.models import Result, Submission
-from leaderboard.models import Round
 from leaderboard.templatetags.podium import minutes
 from tests.people import People, make_people, open_round, set_phase, tar_gz_of, token_for
 
 pytestmark = pytest.mark.django_db
 
-PHASES = [Round.OPEN, Round.REVIEW, Round.PUBLISHED]
+PHASES = [Round.Phase.OPEN, Round.Phase.REVIEW, Round.Phase.PUBLISHED]
 PERSONAS = ["owner", "co_member", "other_submitter", "non_submitter", "chair", "anonymous", "staff"]
 # Persona → the username in tests.people (None: not signed in).
 USERNAMES = {"owner": "alice", "co_member": "bob", "other_submitter": "carol", "non_submitter": "dave",
@@ -42,14 +42,14 @@ SUBMITTING = MEMBERS["acme"] | MEMBERS["zeta"]
 
 def sees(phase: str, persona: str, organization: str = "acme") -> bool:
     """The rule, written out independently of the application's query."""
-    if phase == Round.PUBLISHED or persona == "staff" or persona in MEMBERS[organization]:
+    if phase == Round.Phase.PUBLISHED or persona == "staff" or persona in MEMBERS[organization]:
         return True
-    return phase == Round.REVIEW and persona in SUBMITTING | {"chair"}
+    return phase == Round.Phase.REVIEW and persona in SUBMITTING | {"chair"}
 
 
 def round_page_opens(phase: str, persona: str) -> bool:
     """The round page itself (not its rows): published, or the visitor submits to or chairs it."""
-    return phase == Round.PUBLISHED or persona in SUBMITTING | {"chair", "staff"}
+    return phase == Round.Phase.PUBLISHED or persona in SUBMITTING | {"chair", "staff"}
 
 
 # --- one verified upload per organization, shared by the whole module ---------------------------------
@@ -142,8 +142,8 @@ def world(django_db_setup, django_db_blocker, demo_tree, tmp_path_factory: pytes
             submission_id = _upload(people.alice, round_, acme_bundle)
             zeta_submission_id = _upload(people.carol, round_, zeta_bundle)
             submission = Submission.objects.get(pk=submission_id)
-            assert submission.state == Submission.VERIFIED, submission.state
-            assert Submission.objects.get(pk=zeta_submission_id).state == Submission.VERIFIED
+            assert submission.state == Submission.State.VERIFIED, submission.state
+            assert Submission.objects.get(pk=zeta_submission_id).state == Submission.State.VERIFIED
             result = Result.objects.select_related("system").get(submission=submission)
             assert result.score is not None
             log = (folder / "Larkspur_Compute/results/atlas_lx4_n1/resnet/result_0.txt").read_bytes()
@@ -351,7 +351,7 @@ def _stable(data):
 @pytest.mark.parametrize("how", ["revoked", "expired"])
 @pytest.mark.parametrize("persona", ["owner", "staff"])
 def test_a_dead_token_sees_nothing(persona: str, how: str, world: World) -> None:
-    set_phase(world.round, Round.PUBLISHED)  # not even what everyone may see
+    set_phase(world.round, Round.Phase.PUBLISHED)  # not even what everyone may see
     user = world.user(persona)
     secret = token_for(user, "read")
     token = ApiToken.objects.get(prefix=secret.split("_")[1])

@@ -26,6 +26,7 @@ from ingest.bundles.screen import (
     SYMLINK,
     Header,
     Member,
+    clean_name,
     too_many_members,
 )
 
@@ -100,6 +101,29 @@ def open_archive(path: Path, limits: Limits) -> Iterator[Archive]:
             yield archive
         finally:
             archive.close()
+
+
+def read_member(path: Path, wanted: str, *, limits: Limits, max_bytes: int) -> bytes | None:
+    """The first `max_bytes` of the file `wanted` (a '/'-separated path) in an accepted bundle, or None.
+
+    The member may sit under any top folder the archive chose: `wanted` matches a member named
+    `wanted` or ending in `/wanted`. Raises BundleRejected when the archive cannot be read.
+    """
+    with open_archive(path, limits) as archive:
+        for header in archive.headers():
+            if header.kind != FILE:
+                continue
+            name = clean_name(header.raw_name)
+            if name == wanted or name.endswith("/" + wanted):
+                chunks: list[bytes] = []
+                left = max_bytes
+                with reading(), archive.open(Member(name, False, header.size, header.ref)) as stream:
+                    # In CHUNKs: the tar window refuses one large read as a crafted header would be.
+                    while left > 0 and (chunk := stream.read(min(CHUNK, left))):
+                        chunks.append(chunk)
+                        left -= len(chunk)
+                return b"".join(chunks)
+    return None
 
 
 class _Window:

@@ -9,6 +9,7 @@ import re
 import tarfile
 import unicodedata
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def pack_loose_files(
         check_log_text(rel, io.BytesIO(chosen.data))
         members[rel] = chosen.data
 
-    packed = _canonical_tar_gz(members)
+    packed = canonical_tar_gz(members)
     if len(packed) > limits.max_bundle_bytes:
         raise BundleRejected(
             f"the chosen files compress to {human_size(len(packed))}; a bundle may be at most "
@@ -74,7 +75,13 @@ def pack_loose_files(
     return packed
 
 
-def _canonical_tar_gz(members: dict[str, bytes]) -> bytes:
+def canonical_tar_gz(members: Mapping[str, bytes | Path]) -> bytes:
+    """A .tar.gz of `members` (name: bytes, or the file holding them), the same bytes for the same files.
+
+    Regular files only, sorted by name, with times, owners and modes fixed and no name or time in the
+    gzip header: the server's packing of loose uploads and the CLI's packing of a folder give the same
+    sha256 for the same files, so an upload sent again is recognized as already uploaded.
+    """
     buffer = io.BytesIO()
     # filename="" and mtime=0 keep the upload's name and the clock out of the gzip header.
     with (
@@ -82,13 +89,15 @@ def _canonical_tar_gz(members: dict[str, bytes]) -> bytes:
         tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar,
     ):
         for name in sorted(members):
+            source = members[name]
             info = tarfile.TarInfo(name)
-            info.size = len(members[name])
+            info.size = source.stat().st_size if isinstance(source, Path) else len(source)
             info.mtime = 0
             info.mode = 0o644
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            tar.addfile(info, io.BytesIO(members[name]))
+            with source.open("rb") if isinstance(source, Path) else io.BytesIO(source) as stream:
+                tar.addfile(info, stream)
     return buffer.getvalue()
 
 

@@ -1,16 +1,14 @@
 """Bundles on the client side: packing a submitter folder for upload, and unpacking an archive to check it.
 
-Unpacking goes through `ingest.bundles`, the server's own screening (traversal, links, bombs, size
-limits), so `check` refuses exactly what an upload would be refused for.
+Both go through `ingest.bundles`: packing gives the server's canonical form, and unpacking the
+server's own screening (traversal, links, bombs, size limits), so `check` refuses exactly what an
+upload would be refused for.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 import stat
-import tarfile
 from pathlib import Path
 
 from ingest.cli.common import CliError
@@ -35,26 +33,12 @@ def content_type(path: Path) -> str | None:
 def pack_folder(folder: Path) -> bytes:
     """A .tar.gz of the files under `folder`, named `<folder>/...`, the same bytes for the same files.
 
-    The same canonical form as the server's packing of loose uploads: regular files only, sorted,
-    with times, owners and modes fixed and no name or time in the gzip header. An unchanged folder
-    packed again has the same sha256, so the server answers "already uploaded" instead of opening
-    a new submission.
+    The server's canonical form (`ingest.bundles.canonical_tar_gz`): an unchanged folder packed again
+    has the same sha256, so the server answers "already uploaded" instead of opening a new submission.
     """
-    buffer = io.BytesIO()
-    with (
-        gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as compressed,
-        tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar,
-    ):
-        for arcname, path in sorted(_files(folder).items()):
-            info = tarfile.TarInfo(arcname)
-            info.size = path.stat().st_size
-            info.mtime = 0
-            info.mode = 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            with path.open("rb") as stream:
-                tar.addfile(info, stream)
-    return buffer.getvalue()
+    from ingest.bundles import canonical_tar_gz
+
+    return canonical_tar_gz(_files(folder))
 
 
 def _files(folder: Path) -> dict[str, Path]:

@@ -9,23 +9,19 @@ HTTP contract (server side: the submissions API):
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
 import os
-import ssl
 import sys
 import time
-import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from email.message import Message
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from core.http import Outcome, Reply, TLSFailure, opener, retrying, send_once, server_base
 from ingest.cli import archives
 from ingest.cli.common import (
     EXIT_NONCOMPLIANT,
@@ -64,40 +60,12 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: Message
-    body: bytes
-
-    def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            snippet = self.body[:200].decode("utf-8", "replace")
-            raise CliError(f"the server answered {self.status} with a body that is not JSON: {snippet!r}") from None
-
-    def retry_after(self) -> float | None:
-        """Seconds the server asked us to wait, from `Retry-After` (seconds or an HTTP date)."""
-        value = (self.headers.get("Retry-After") or "").strip()
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # urllib would follow a redirect carrying the Authorization header to whatever host it names, and
-    # turn the upload into a GET without its body; the redirect is reported to the user instead.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+def _json(reply: Reply) -> Any:
+    try:
+        return json.loads(reply.body)
+    except ValueError:
+        snippet = reply.body[:200].decode("utf-8", "replace")
+        raise CliError(f"the server answered {reply.status} with a body that is not JSON: {snippet!r}") from None
 
 
 def _status_url(server: str, given: str) -> str:
@@ -121,47 +89,28 @@ class Client:
         self.deadline = deadline
         self.timeout = timeout
         self.clock = clock
-        self._opener = urllib.request.build_opener(_NoRedirects)
+        self._opener = opener()
 
     def request(self, method: str, url: str, body: bytes | None = None, content_type: str | None = None) -> Reply:
-        delay = RETRY_FIRST_S
-        while True:
-            reply, problem = self._try(method, url, body, content_type)
-            if problem is None:
-                assert reply is not None
-                return reply
-            wait = reply.retry_after() if reply is not None else None
-            wait = delay if wait is None else wait
+        def pause(wait: float, problem: str) -> None:
             if self.clock.now() + wait > self.deadline:
                 raise CliError(f"{problem}; giving up: the {self.timeout:g} s timeout passes before the next try")
             say(f"{problem}; retrying in {wait:.1f} s")
             self.clock.sleep(wait)
-            delay = min(delay * 2, RETRY_MAX_S)
 
-    def _try(self, method: str, url: str, body: bytes | None, content_type: str | None) -> tuple[Reply | None,
-                                                                                                    str | None]:
+        return retrying(lambda: self._try(method, url, body, content_type), first_s=RETRY_FIRST_S,
+                        max_s=RETRY_MAX_S, pause=pause)
+
+    def _try(self, method: str, url: str, body: bytes | None, content_type: str | None) -> Outcome:
         headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
         request = urllib.request.Request(url, data=body, method=method, headers=headers)
         socket_timeout = max(1.0, min(SOCKET_TIMEOUT_S, self.deadline - self.clock.now()))
         try:
-            with self._opener.open(request, timeout=socket_timeout) as response:
-                reply = Reply(response.status, response.headers, response.read())
-        except urllib.error.HTTPError as exc:
-            with exc:
-                reply = Reply(exc.code, exc.headers, exc.read())
-        except (OSError, http.client.HTTPException) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            if isinstance(reason, ssl.SSLError):
-                # A certificate that fails now fails on every retry.
-                raise CliError(f"TLS error talking to {self.server}: {reason}") from None
-            return None, f"cannot reach {self.server} ({reason})"
-        if reply.status == 429:
-            return reply, "the server is rate limiting (429)"
-        if reply.status >= 500:
-            return reply, f"server trouble ({reply.status})"
-        return reply, None
+            return send_once(self._opener, request, timeout=socket_timeout, server=self.server)
+        except TLSFailure as exc:
+            raise CliError(str(exc)) from None
 
 
 def encode_multipart(fields: dict[str, str], file_field: str, filename: str, file_type: str,
@@ -214,7 +163,7 @@ def _refusal(reply: Reply) -> str:
 
 def _accepted(reply: Reply) -> dict[str, Any]:
     if reply.status in (200, 201):
-        document = reply.json()
+        document = _json(reply)
         if not isinstance(document, dict) or not {"id", "state", "status_url"} <= document.keys():
             raise CliError(f"the server's answer lacks id, state or status_url: {document!r}")
         return document
@@ -234,7 +183,7 @@ def _status(client: Client, url: str) -> dict[str, Any]:
     reply = client.request("GET", url)
     if reply.status != 200:
         raise CliError(f"asking for the submission's status, the server answered {reply.status}: {_refusal(reply)}")
-    document = reply.json()
+    document = _json(reply)
     if not isinstance(document, dict) or "state" not in document:
         raise CliError(f"the status answer has no state: {document!r}")
     return document
@@ -258,10 +207,10 @@ def _wait(client: Client, url: str, on_change: Callable[[dict[str, Any]], None])
 
 
 def _server_base(server: str) -> str:
-    parts = urlsplit(server)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise CliError(f"--server {server!r} is not an http:// or https:// address")
-    return server.rstrip("/")
+    try:
+        return server_base(server)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, wait: bool, timeout: float,

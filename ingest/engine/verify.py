@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from catalog.extensions import extension
 from ingest.engine import rules, tool
-from ingest.engine.extensions import extension
 from ingest.engine.findings import ERROR, INFO, WARNING, Finding
 from ingest.engine.logparse import ParsedLog, excerpt, parse_log
 from ingest.engine.power import run_energy

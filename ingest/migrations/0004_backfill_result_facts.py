@@ -2,7 +2,7 @@
 
 from django.db import migrations
 
-from leaderboard.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
+from ingest.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
 
 
 def backfill(apps, schema_editor):

@@ -5,53 +5,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
+from accounts.models import Organization
+from accounts.services import Actor, audit_record
+from catalog.models import Benchmark, Round
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.system_desc import SystemFacts
 from ingest.engine.verify import ItemReport
-from ingest.models import AuditEvent, Finding, Organization, Result, Run, Submission, System
-from leaderboard.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
-from leaderboard.models import Benchmark, Round
-
-
-def audit_record(
-    *,
-    actor_label: str,
-    action: str,
-    subject: Any,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    actor: AbstractBaseUser | None = None,
-) -> AuditEvent:
-    return AuditEvent.objects.create(
-        actor=actor,
-        actor_label=actor_label,
-        action=action,
-        subject_type=subject._meta.model_name,
-        subject_id=subject.pk,
-        before=before or {},
-        after=after or {},
-    )
-
-
-def organization_get_or_create(*, name: str, actor_label: str) -> Organization:
-    existing = Organization.objects.filter(name=name).first()
-    if existing is not None:
-        return existing
-    base = slugify(name) or "org"
-    slug, n = base, 1
-    while Organization.objects.filter(slug=slug).exists():
-        n += 1
-        slug = f"{base}-{n}"
-    with transaction.atomic():
-        organization = Organization.objects.create(name=name, slug=slug)
-        audit_record(actor_label=actor_label, action="organization.create", subject=organization,
-                     after={"name": name})
-    return organization
+from ingest.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
+from ingest.models import Finding, Result, Run, Submission, System
 
 
 def _system_for(*, round: Round, organization: Organization, slug: str, facts: SystemFacts) -> System:
@@ -84,7 +49,7 @@ def _system_for(*, round: Round, organization: Organization, slug: str, facts: S
 
 def submission_open(
     *, round: Round, organization: Organization, sha256: str, source: str, label: str, tool_version: str,
-    actor_label: str
+    actor: Actor
 ) -> Submission:
     """Get the submission for these bytes, or start one; an interrupted one is picked up again."""
     with transaction.atomic():
@@ -92,27 +57,27 @@ def submission_open(
             round=round,
             organization=organization,
             sha256=sha256,
-            defaults={"source": source, "label": label, "state": Submission.VERIFYING,
+            defaults={"source": source, "label": label, "state": Submission.State.VERIFYING,
                       "tool_version": tool_version},
         )
         if created:
-            audit_record(actor_label=actor_label, action="submission.create", subject=submission,
+            audit_record(actor=actor, action="submission.create", subject=submission,
                          after={"state": submission.state, "sha256": sha256, "label": label})
     return submission
 
 
-def submission_finish(*, submission: Submission, actor_label: str) -> Submission:
+def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
     with transaction.atomic():
         submission = Submission.objects.select_for_update().get(pk=submission.pk)
         verdicts = set(submission.results.values_list("verdict", flat=True))
-        state = Submission.NONCOMPLIANT if Result.NONCOMPLIANT in verdicts else Submission.VERIFIED
+        state = Submission.State.NONCOMPLIANT if Result.Verdict.NONCOMPLIANT in verdicts else Submission.State.VERIFIED
         if submission.state == state and submission.finished_at is not None:
             return submission
         before = {"state": submission.state}
         submission.state = state
         submission.finished_at = timezone.now()
         submission.save(update_fields=["state", "finished_at"])
-        audit_record(actor_label=actor_label, action="submission.finish", subject=submission, before=before,
+        audit_record(actor=actor, action="submission.finish", subject=submission, before=before,
                      after={"state": state})
     return submission
 
@@ -147,7 +112,7 @@ def _finding(*, submission: Submission, result: Result, run: Run | None, finding
 
 
 @transaction.atomic
-def result_store(*, submission: Submission, report: ItemReport, actor_label: str) -> Result:
+def result_store(*, submission: Submission, report: ItemReport, actor: Actor) -> Result:
     """Store one verified item, and make it the current version of its (system, benchmark).
 
     Idempotent per submission: if this submission already stored the item (a worker died after the
@@ -255,12 +220,11 @@ def result_store(*, submission: Submission, report: ItemReport, actor_label: str
     if previous is not None:
         Result.objects.filter(pk=previous.pk).update(superseded_by=result)
     audit_record(
-        actor_label=actor_label,
+        actor=actor,
         action="result.create",
         subject=result,
         before={"result": previous.pk, "score": previous.score, "verdict": previous.verdict} if previous else {},
-        after={"score": result.score, "verdict": result.verdict, "digest": result.digest},
-    )
+        after={"score": result.score, "verdict": result.verdict, "digest": result.digest})
     return result
 
 
@@ -269,14 +233,14 @@ RESULT_FIGURES = ("score", "scaling_factor", "scaling_source", "accelerator_minu
 
 
 @transaction.atomic
-def result_rescale(*, result: Result, factor: float, actor: AbstractBaseUser, reason: str) -> Result:
+def result_rescale(*, result: Result, factor: float, actor: User, reason: str) -> Result:
     """A review decision's scaling factor: the score and every figure derived from it follow."""
     if not factor > 0:
         raise ValueError("a scaling factor must be a positive number")
     result = Result.objects.select_for_update().get(pk=result.pk)
     before = {name: getattr(result, name) for name in RESULT_FIGURES}
     result.scaling_factor = factor
-    result.scaling_source = Result.SCALING_REVIEW
+    result.scaling_source = Result.ScalingSource.REVIEW
     result.score = None if result.raw_score is None or result.no_score_reason else result.raw_score * factor
     energy_j = None if result.energy_j is None or not before["scaling_factor"] else \
         result.energy_j / before["scaling_factor"] * factor
@@ -287,30 +251,30 @@ def result_rescale(*, result: Result, factor: float, actor: AbstractBaseUser, re
     for name in ("accelerator_minutes", "host_minutes", "cloud_scale_minutes", "energy_kwh", "cost_to_train"):
         setattr(result, name, getattr(figures, name))
     result.save(update_fields=[*RESULT_FIGURES, "energy_j"])
-    audit_record(actor=actor, actor_label=actor.get_username(), action="result.rescale", subject=result,
+    audit_record(actor=actor, action="result.rescale", subject=result,
                  before=db_safe(before), after={**db_safe({n: getattr(result, n) for n in RESULT_FIGURES}),
                                                 "reason": reason})
     return result
 
 
 @transaction.atomic
-def result_set_division(*, result: Result, division: str, actor: AbstractBaseUser, reason: str) -> Result:
+def result_set_division(*, result: Result, division: str, actor: User, reason: str) -> Result:
     result = Result.objects.select_for_update().get(pk=result.pk)
     before = result.division
     result.division = division
     result.save(update_fields=["division"])
-    audit_record(actor=actor, actor_label=actor.get_username(), action="result.division", subject=result,
+    audit_record(actor=actor, action="result.division", subject=result,
                  before={"division": before}, after={"division": division, "reason": reason})
     return result
 
 
 @transaction.atomic
-def result_withdraw(*, result: Result, actor: AbstractBaseUser, reason: str) -> Result:
+def result_withdraw(*, result: Result, actor: User, reason: str) -> Result:
     result = Result.objects.select_for_update().get(pk=result.pk)
     if result.withdrawn_at is None:
         result.withdrawn_at = timezone.now()
         result.save(update_fields=["withdrawn_at"])
-        audit_record(actor=actor, actor_label=actor.get_username(), action="result.withdraw", subject=result,
+        audit_record(actor=actor, action="result.withdraw", subject=result,
                      before={"withdrawn_at": None}, after={"withdrawn_at": result.withdrawn_at.isoformat(),
                                                            "reason": reason})
     return result

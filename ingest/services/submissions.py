@@ -15,28 +15,33 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from accounts.models import Organization
+from accounts.services import audit_record
+from catalog.models import Round
+from core.errors import BadRequest
 from ingest import storage
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
 from ingest.engine.tree import items_of
 from ingest.engine.verify import verify_item
-from ingest.models import Organization, Result, Submission
-from ingest.services.results import audit_record, result_store, submission_finish
+from ingest.models import Result, Submission
+from ingest.services.results import result_store, submission_finish
 from ingest.signals import submission_finished
-from leaderboard.models import Round
 
 log = logging.getLogger("podium.submissions")
 WORKER = "verification worker"
+VERIFY_TASK = "ingest.tasks.verify_submission"
 SWEEPER = "sweeper"
 
 
-class UploadRefused(ValueError):
+class UploadRefused(BadRequest):
     """The upload cannot be accepted; the message tells the submitter what to fix."""
 
 
@@ -63,10 +68,9 @@ def _suffix(path: Path) -> str:
 def enqueue(submission_id: int) -> None:
     """Hand a submission to the workers. If the broker is down the upload still stands: the row is
     committed with its queued_at, and the sweeper dispatches it again once the broker is back."""
-    from ingest.tasks import verify_submission
-
     try:
-        verify_submission.delay(submission_id)
+        # By name, through Celery's registry: the tasks module builds on this one, not the reverse.
+        current_app.tasks[VERIFY_TASK].delay(submission_id)
     except Exception:  # kombu/redis errors vary by transport; none of them may fail the upload
         log.exception("could not enqueue submission %s; the sweeper will retry", submission_id)
 
@@ -77,7 +81,7 @@ class UploadOutcome:
     created: bool
 
 
-def submission_upload(*, user: AbstractBaseUser, organization: Organization, round_: Round, archive: Path,
+def submission_upload(*, actor: User, organization: Organization, round: Round, archive: Path,
                       original_name: str, during_review: bool = False,
                       only_entry: tuple[str, str] | None = None) -> UploadOutcome:
     """Check an uploaded archive, store it, and queue its verification after the commit.
@@ -87,17 +91,17 @@ def submission_upload(*, user: AbstractBaseUser, organization: Organization, rou
     names its `only_entry` (system, benchmark): an archive carrying anything else is refused, so a
     late upload cannot add entries that were not submitted before the deadline.
     """
-    phase = round_.phase()
-    allowed = phase == Round.OPEN or (during_review and phase == Round.REVIEW)
+    phase = round.phase()
+    allowed = phase == Round.Phase.OPEN or (during_review and phase == Round.Phase.REVIEW)
     if not allowed:
-        raise UploadRefused(f"{round_.name} is in its {phase} phase; it accepts uploads only while open"
+        raise UploadRefused(f"{round.name} is in its {phase} phase; it accepts uploads only while open"
                             + ("" if during_review else " (during review only to answer a flag or to borrow)"))
     limits = upload_limits()
     size = archive.stat().st_size
     if size > limits.max_bundle_bytes:
         raise UploadRefused(f"the bundle is {size:,} bytes; the limit is {limits.max_bundle_bytes:,} bytes")
     sha256 = storage.sha256_file(archive)
-    existing = Submission.objects.filter(round=round_, organization=organization, sha256=sha256).first()
+    existing = Submission.objects.filter(round=round, organization=organization, sha256=sha256).first()
     if existing is not None and only_entry is None:
         return UploadOutcome(existing, created=False)
     with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-upload-") as tmp:
@@ -112,21 +116,21 @@ def submission_upload(*, user: AbstractBaseUser, organization: Organization, rou
     rel = storage.store(archive, sha256, _suffix(archive))
     with transaction.atomic():
         submission, created = Submission.objects.get_or_create(
-            round=round_,
+            round=round,
             organization=organization,
             sha256=sha256,
             defaults={
-                "source": Submission.UPLOAD,
+                "source": Submission.Source.UPLOAD,
                 "label": original_name[:500],
-                "state": Submission.RECEIVED,
-                "uploaded_by": user,
+                "state": Submission.State.RECEIVED,
+                "uploaded_by": actor,
                 "bundle_path": rel,
                 "bundle_size": size,
                 "queued_at": timezone.now(),
             },
         )
         if created:
-            audit_record(actor=user, actor_label=user.get_username(), action="submission.create",
+            audit_record(actor=actor, action="submission.create",
                          subject=submission, after={"state": submission.state, "sha256": sha256, "name": original_name})
             submission_id = submission.pk
             transaction.on_commit(lambda: enqueue(submission_id))
@@ -140,7 +144,7 @@ def _require_only(folder: Path, entry: tuple[str, str]) -> None:
         raise UploadRefused(f"this upload may carry only {entry[0]}/{entry[1]}; the bundle has {listed}")
 
 
-def submission_upload_files(*, user: AbstractBaseUser, organization: Organization, round_: Round,
+def submission_upload_files(*, actor: User, organization: Organization, round: Round,
                             system_json: LooseFile, result_files: list[LooseFile],
                             benchmark: str | None) -> UploadOutcome:
     """The system description and result files chosen one by one, packed into a canonical bundle."""
@@ -152,22 +156,22 @@ def submission_upload_files(*, user: AbstractBaseUser, organization: Organizatio
     with tempfile.NamedTemporaryFile(dir=storage.scratch_dir(), suffix=".tar.gz") as handle:
         handle.write(data)
         handle.flush()
-        return submission_upload(user=user, organization=organization, round_=round_, archive=Path(handle.name),
+        return submission_upload(actor=actor, organization=organization, round=round, archive=Path(handle.name),
                                  original_name=f"{system_json.name} + {len(result_files)} result file(s)")
 
 
 def _claim(submission_id: int) -> Submission | None:
     now = timezone.now()
     with transaction.atomic():
-        claimed = Submission.objects.filter(pk=submission_id, state=Submission.RECEIVED).update(
-            state=Submission.VERIFYING, started_at=now, attempts=F("attempts") + 1
+        claimed = Submission.objects.filter(pk=submission_id, state=Submission.State.RECEIVED).update(
+            state=Submission.State.VERIFYING, started_at=now, attempts=F("attempts") + 1
         )
         if not claimed:
             return None
         submission = Submission.objects.select_related("round", "organization").get(pk=submission_id)
-        audit_record(actor_label=WORKER, action="submission.state", subject=submission,
-                     before={"state": Submission.RECEIVED},
-                     after={"state": Submission.VERIFYING, "attempt": submission.attempts})
+        audit_record(actor=WORKER, action="submission.state", subject=submission,
+                     before={"state": Submission.State.RECEIVED},
+                     after={"state": Submission.State.VERIFYING, "attempt": submission.attempts})
     return submission
 
 
@@ -190,7 +194,7 @@ def submission_verify(*, submission_id: int) -> str:
                 if stored:  # an earlier attempt got this far before its worker died
                     continue
                 report = verify_item(source, submission.round.ruleset, scratch_root=storage.scratch_dir())
-                result_store(submission=submission, report=report, actor_label=WORKER)
+                result_store(submission=submission, report=report, actor=WORKER)
     except (DatabaseError, OSError, storage.StorageError) as exc:
         _hand_back(submission, exc)
         raise PlatformFault(f"submission {submission_id}: {type(exc).__name__}: {exc}") from exc
@@ -198,8 +202,8 @@ def submission_verify(*, submission_id: int) -> str:
         submission_fail(submission_id=submission_id, detail=traceback.format_exc())
         log.exception("verification of submission %s failed", submission_id)
         del exc
-        return Submission.ERROR
-    finished = submission_finish(submission=submission, actor_label=WORKER)
+        return Submission.State.ERROR
+    finished = submission_finish(submission=submission, actor=WORKER)
     _supersede_older(finished)
     submission_finished.send(sender=Submission, submission=finished)
     finished.refresh_from_db()
@@ -211,13 +215,13 @@ def _hand_back(submission: Submission, exc: BaseException) -> None:
     """Return a submission to the queue after a platform fault; the task retries it with backoff."""
     try:
         with transaction.atomic():
-            back = Submission.objects.filter(pk=submission.pk, state=Submission.VERIFYING).update(
-                state=Submission.RECEIVED, queued_at=timezone.now(), error_detail=f"{type(exc).__name__}: {exc}"
+            back = Submission.objects.filter(pk=submission.pk, state=Submission.State.VERIFYING).update(
+                state=Submission.State.RECEIVED, queued_at=timezone.now(), error_detail=f"{type(exc).__name__}: {exc}"
             )
             if back:
-                audit_record(actor_label=WORKER, action="submission.state", subject=submission,
-                             before={"state": Submission.VERIFYING},
-                             after={"state": Submission.RECEIVED, "reason": "platform fault, will retry"})
+                audit_record(actor=WORKER, action="submission.state", subject=submission,
+                             before={"state": Submission.State.VERIFYING},
+                             after={"state": Submission.State.RECEIVED, "reason": "platform fault, will retry"})
     except DatabaseError:
         log.exception("could not hand submission %s back; the sweeper will", submission.pk)
 
@@ -229,12 +233,12 @@ def submission_fail(*, submission_id: int, detail: str) -> None:
         if submission.is_final:
             return
         before = {"state": submission.state}
-        submission.state = Submission.ERROR
+        submission.state = Submission.State.ERROR
         submission.finished_at = timezone.now()
         submission.error_detail = detail[-20000:]
         submission.save(update_fields=["state", "finished_at", "error_detail"])
-        audit_record(actor_label=WORKER, action="submission.state", subject=submission, before=before,
-                     after={"state": Submission.ERROR})
+        audit_record(actor=WORKER, action="submission.state", subject=submission, before=before,
+                     after={"state": Submission.State.ERROR})
     submission_finished.send(sender=Submission, submission=submission)
     submission_notify(submission=submission)
 
@@ -245,16 +249,16 @@ def _supersede_older(submission: Submission) -> None:
         Result.objects.filter(superseded_by__submission=submission).values_list("submission_id", flat=True)
     )
     for older in Submission.objects.filter(pk__in=older_ids).exclude(pk=submission.pk):
-        if older.results.filter(is_current=True).exists() or older.state == Submission.SUPERSEDED:
+        if older.results.filter(is_current=True).exists() or older.state == Submission.State.SUPERSEDED:
             continue
         with transaction.atomic():
-            updated = Submission.objects.filter(pk=older.pk).exclude(state=Submission.SUPERSEDED).update(
-                state=Submission.SUPERSEDED
+            updated = Submission.objects.filter(pk=older.pk).exclude(state=Submission.State.SUPERSEDED).update(
+                state=Submission.State.SUPERSEDED
             )
             if updated:
-                audit_record(actor_label=WORKER, action="submission.state", subject=older,
+                audit_record(actor=WORKER, action="submission.state", subject=older,
                              before={"state": older.state},
-                             after={"state": Submission.SUPERSEDED, "by": submission.pk})
+                             after={"state": Submission.State.SUPERSEDED, "by": submission.pk})
 
 
 def submission_notify(*, submission: Submission) -> None:
@@ -269,7 +273,7 @@ def submission_notify(*, submission: Submission) -> None:
     summary = (
         "Podium could not finish the verification because of a problem on our side. It is not a fault of "
         "your bundle and does not count against any limit; the operators have the details."
-        if submission.state == Submission.ERROR
+        if submission.state == Submission.State.ERROR
         else f"{submission.results.count()} result(s); {submission.findings.filter(severity='error').count()} "
         "error finding(s)."
     )
@@ -287,8 +291,8 @@ def submission_notify(*, submission: Submission) -> None:
 def submissions_sweep(*, now: datetime.datetime | None = None) -> list[int]:
     """Re-dispatch work the queue lost: received too long ago, or verifying past the deadline."""
     now = now or timezone.now()
-    lost_message = Q(state=Submission.RECEIVED, queued_at__lt=now - settings.PODIUM_REQUEUE_AFTER)
-    dead_worker = Q(state=Submission.VERIFYING, started_at__lt=now - settings.PODIUM_VERIFY_DEADLINE)
+    lost_message = Q(state=Submission.State.RECEIVED, queued_at__lt=now - settings.PODIUM_REQUEUE_AFTER)
+    dead_worker = Q(state=Submission.State.VERIFYING, started_at__lt=now - settings.PODIUM_VERIFY_DEADLINE)
     requeued: list[int] = []
     for submission in Submission.objects.filter(lost_message | dead_worker).order_by("queued_at"):
         if submission.attempts >= settings.PODIUM_VERIFY_MAX_ATTEMPTS:
@@ -299,12 +303,12 @@ def submissions_sweep(*, now: datetime.datetime | None = None) -> list[int]:
             updated = Submission.objects.filter(pk=submission.pk, state=submission.state,
                                                 queued_at=submission.queued_at,
                                                 started_at=submission.started_at).update(
-                state=Submission.RECEIVED, queued_at=now
+                state=Submission.State.RECEIVED, queued_at=now
             )
             if not updated:
                 continue  # a worker moved it meanwhile
-            audit_record(actor_label=SWEEPER, action="submission.requeue", subject=submission,
-                         before={"state": submission.state}, after={"state": Submission.RECEIVED})
+            audit_record(actor=SWEEPER, action="submission.requeue", subject=submission,
+                         before={"state": submission.state}, after={"state": Submission.State.RECEIVED})
             submission_id = submission.pk
             transaction.on_commit(lambda submission_id=submission_id: enqueue(submission_id))
         requeued.append(submission.pk)
@@ -313,9 +317,9 @@ def submissions_sweep(*, now: datetime.datetime | None = None) -> list[int]:
 
 def queue_position(submission: Submission) -> int | None:
     """1 for the next to be verified; 0 while being verified; None once finished."""
-    if submission.state == Submission.VERIFYING:
+    if submission.state == Submission.State.VERIFYING:
         return 0
-    if submission.state != Submission.RECEIVED:
+    if submission.state != Submission.State.RECEIVED:
         return None
-    ahead = Submission.objects.filter(state=Submission.RECEIVED, queued_at__lt=submission.queued_at).count()
+    ahead = Submission.objects.filter(state=Submission.State.RECEIVED, queued_at__lt=submission.queued_at).count()
     return ahead + 1

@@ -3,7 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
-from django.http import QueryDict
+from django.template import Context
+from django.templatetags.static import static
+
+from ingest.panels import Panel
+from leaderboard.static_files import PLOTLY_JS
 
 register = template.Library()
 
@@ -40,17 +44,9 @@ def as_text(value: Any) -> str:
 
 
 @register.simple_tag
-def query_with(params: QueryDict | dict[str, str], name: str, value: str) -> str:
-    """The current filters with one facet set (or cleared, for an empty value)."""
-    updated = QueryDict(mutable=True)
-    for key, val in dict(params).items():
-        updated[key] = val
-    if value:
-        updated[name] = value
-    else:
-        updated.pop(name, None)
-    encoded = updated.urlencode()
-    return f"?{encoded}" if encoded else "?"
+def plotly_js() -> str:
+    """The URL of plotly.js (leaderboard.static_files), made by the staticfiles storage as {% static %} makes it."""
+    return static(PLOTLY_JS)
 
 
 @register.filter
@@ -69,3 +65,11 @@ def sort_link(context: dict[str, Any], view: Any, key: str) -> str:
     else:
         params.pop("order", None)
     return f"?{params.urlencode()}"
+
+
+@register.simple_tag(takes_context=True)
+def panel(context: Context, panel: Panel) -> str:
+    """Render a panel another app contributes to a page (ingest.panels), with its own context on top."""
+    template = context.template.engine.get_template(panel.template)
+    with context.push(**panel.context):
+        return template.render(context)

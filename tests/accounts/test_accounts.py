@@ -18,8 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts import services
-from accounts.models import ApiToken, Invitation, Membership
-from ingest.models import AuditEvent
+from accounts.models import ApiToken, AuditEvent, Invitation, Membership
 from tests.people import PASSWORD, make_people, open_round, token_for
 
 pytestmark = pytest.mark.django_db
@@ -42,8 +41,8 @@ def signed_in(user) -> Client:
     return client
 
 
-def invite(people, email: str = "erin@example.org", role: str = Membership.SUBMITTER) -> tuple[Invitation, str]:
-    return services.invitation_create(organization=people.acme, email=email, role=role, invited_by=people.alice,
+def invite(people, email: str = "erin@example.org", role: str = Membership.Role.SUBMITTER) -> tuple[Invitation, str]:
+    return services.invitation_create(organization=people.acme, email=email, role=role, actor=people.alice,
                                       accept_url=ACCEPT_URL)
 
 
@@ -74,7 +73,7 @@ def user_exists(username: str) -> bool:
 
 
 def test_admin_invites_by_email_with_a_link_and_only_the_tokens_hash_is_stored(people) -> None:
-    response = signed_in(people.alice).post(MEMBERS, {"email": "erin@example.org", "role": Membership.REVIEWER})
+    response = signed_in(people.alice).post(MEMBERS, {"email": "erin@example.org", "role": Membership.Role.REVIEWER})
     assert response.status_code == 302 and response["Location"] == MEMBERS
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
@@ -84,14 +83,14 @@ def test_admin_invites_by_email_with_a_link_and_only_the_tokens_hash_is_stored(p
     token = match.group(1)
     invitation = Invitation.objects.get()
     assert (invitation.organization, invitation.email, invitation.role) == (people.acme, "erin@example.org",
-                                                                            Membership.REVIEWER)
+                                                                            Membership.Role.REVIEWER)
     assert invitation.token_hash == hashlib.sha256(token.encode()).hexdigest()
     stored = [str(value) for value in Invitation.objects.values().get().values()]
     assert not any(token in value for value in stored)
 
 
 def test_an_invitation_writes_an_audit_row(people) -> None:
-    signed_in(people.alice).post(MEMBERS, {"email": "erin@example.org", "role": Membership.SUBMITTER})
+    signed_in(people.alice).post(MEMBERS, {"email": "erin@example.org", "role": Membership.Role.SUBMITTER})
     invitation = Invitation.objects.get()
     event = AuditEvent.objects.get(action="invitation.create")
     assert (event.actor, event.subject_type, event.subject_id) == (people.alice, "invitation", invitation.pk)
@@ -101,7 +100,7 @@ def test_an_invitation_writes_an_audit_row(people) -> None:
 def test_a_member_who_is_not_an_admin_gets_403_on_the_invite_post(people) -> None:
     client = signed_in(people.bob)
     assert client.get(MEMBERS).status_code == 200  # a member may see who else is there
-    response = client.post(MEMBERS, {"email": "erin@example.org", "role": Membership.ADMIN})
+    response = client.post(MEMBERS, {"email": "erin@example.org", "role": Membership.Role.ADMIN})
     assert response.status_code == 403
     assert not Invitation.objects.exists() and mail.outbox == []
 
@@ -109,12 +108,12 @@ def test_a_member_who_is_not_an_admin_gets_403_on_the_invite_post(people) -> Non
 def test_an_outsider_gets_404_on_the_members_page(people) -> None:
     client = signed_in(people.dave)
     assert client.get(MEMBERS).status_code == 404
-    assert client.post(MEMBERS, {"email": "erin@example.org", "role": Membership.ADMIN}).status_code == 404
+    assert client.post(MEMBERS, {"email": "erin@example.org", "role": Membership.Role.ADMIN}).status_code == 404
     assert not Invitation.objects.exists()
 
 
 def test_accepting_creates_the_account_logs_in_and_adds_the_invited_role(people) -> None:
-    invitation, token = invite(people, role=Membership.REVIEWER)
+    invitation, token = invite(people, role=Membership.Role.REVIEWER)
     client = Client()
     assert client.get(accept_path(token)).status_code == 200
     response = client.post(accept_path(token), {"username": "erin", "password": PASSWORD})
@@ -177,7 +176,7 @@ def test_an_unknown_invitation_shows_the_invalid_page_and_creates_nothing(people
 
 
 def test_a_signed_in_user_joins_with_the_button(people) -> None:
-    _, token = invite(people, email="dave@example.org", role=Membership.SUBMITTER)
+    _, token = invite(people, email="dave@example.org", role=Membership.Role.SUBMITTER)
     users_before = get_user_model().objects.count()
     client = signed_in(people.dave)
     page = client.get(accept_path(token))
@@ -195,7 +194,7 @@ def test_a_taken_username_is_a_form_error_and_creates_nothing(people) -> None:
     assert response.status_code == 200
     assert "is taken" in " ".join(response.context["form"].non_field_errors())
     assert Membership.objects.count() == memberships_before
-    assert not Membership.objects.filter(user=people.bob, role=Membership.SUBMITTER).exists()
+    assert not Membership.objects.filter(user=people.bob, role=Membership.Role.SUBMITTER).exists()
     invitation.refresh_from_db()
     assert invitation.accepted_at is None  # still usable with another name
 
@@ -215,7 +214,7 @@ def test_a_weak_password_is_a_form_error_and_creates_nothing(people) -> None:
 
 def test_a_new_token_is_shown_once_and_only_its_prefix_and_hash_are_stored(people) -> None:
     client = signed_in(people.alice)
-    response = client.post(TOKENS, {"name": "CI uploads", "scope": ApiToken.SUBMIT, "days": 30})
+    response = client.post(TOKENS, {"name": "CI uploads", "scope": ApiToken.Scope.SUBMIT, "days": 30})
     assert response.status_code == 200
     full = response.context["issued"].secret
     assert full.startswith("pod_")

@@ -34,7 +34,8 @@ def _round() -> Result:
         round=round_, organization=OrganizationFactory(name="Kite", slug="kite"), name="Kite 8", accelerator_count=8
     )
     opened = SystemFactory(
-        round=round_, organization=OrganizationFactory(name="Zeta", slug="zeta"), name="Zeta 8", division=System.OPEN
+        round=round_, organization=OrganizationFactory(name="Zeta",
+                                                       slug="zeta"), name="Zeta 8", division=System.Division.OPEN
     )
     # The big system is fastest; the small one uses the fewest accelerator-minutes.
     result = ResultFactory(system=big, benchmark=resnet, raw_score=2.5, score=2.5, accelerator_minutes=160.0)

@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from accounts.models import Membership
 from accounts.services import membership_add
+from catalog.models import Round
 from ingest.models import Result, Submission
-from leaderboard.models import Round
 from reviews.models import Borrowing
 from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
 
@@ -39,7 +39,7 @@ def _upload(user: object, demo: Path, org: str, system: str, tmp_path: Path, rou
     client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
     response = client.post("/api/v1/submissions/", {"round": round_.slug, "bundle": bundle}, format="multipart")
     assert response.status_code == 201, response.content
-    assert Submission.objects.get(pk=response.json()["id"]).state == Submission.VERIFIED
+    assert Submission.objects.get(pk=response.json()["id"]).state == Submission.State.VERIFIED
     return folder
 
 
@@ -69,14 +69,14 @@ def sign_in(browser, live_server) -> Iterator[Callable[[str], object]]:
 def in_review(demo_tree, tmp_path) -> tuple[object, Round, Result, Result, Path]:
     """Acme (alice) and Zeta (carol, also its reviewer) submitted bert to a round now in review; chair chairs."""
     people = make_people()
-    membership_add(user=people.carol, organization=people.zeta, role=Membership.REVIEWER)
+    membership_add(user=people.carol, organization=people.zeta, role=Membership.Role.REVIEWER)
     round_ = open_round()
     round_.chairs.add(people.chair)
     root, manifest = demo_tree
     demo = root / manifest.round("demo-2024a").folder
     acme_folder = _upload(people.alice, demo, "Larkspur_Compute", "atlas_lx4_n1", tmp_path, round_)
     _upload(people.carol, demo, "Tessellate_Cloud", "tc2-accel-8x32", tmp_path, round_)
-    set_phase(round_, Round.REVIEW)
+    set_phase(round_, Round.Phase.REVIEW)
     acme = Result.objects.current().get(organization=people.acme)
     zeta = Result.objects.current().get(organization=people.zeta)
     return people, round_, acme, zeta, acme_folder
@@ -127,7 +127,7 @@ def test_flag_answer_decide_and_the_public_outcome(live_server, sign_in, page, i
     assert chair.locator("#decision-form, #comment-form").count() == 0  # the thread is closed
 
     # Once the round is published, anyone (`page`: nobody signed in) sees the outcome on the result page.
-    set_phase(round_, Round.PUBLISHED)
+    set_phase(round_, Round.Phase.PUBLISHED)
     page.goto(f"{live_server.url}/results/{acme.pk}/")
     row = page.locator("#review tr.flag-row", has_text=RULE)
     assert row.is_visible()
@@ -158,5 +158,5 @@ def test_a_refused_borrowing_leaves_the_previous_version_current(live_server, si
 
     borrowing = Borrowing.objects.get()
     assert borrowing.submission is not None
-    assert borrowing.state == Borrowing.REFUSED, borrowing.state
+    assert borrowing.state == Borrowing.State.REFUSED, borrowing.state
     assert Result.objects.current().get(organization=people.acme).pk == acme.pk

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import os
+import random
 import re
 import stat
 import struct
@@ -21,7 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files, sha256_of
+from ingest.bundles import (
+    BundleRejected,
+    Limits,
+    LooseFile,
+    extract_bundle,
+    pack_loose_files,
+    read_member,
+    sha256_of,
+)
 from ingest.bundles import extract as extract_module
 from ingest.bundles.screen import Member
 from ingest.demo import DemoManifest
@@ -535,6 +544,39 @@ def test_a_destination_that_is_not_empty_is_a_caller_error(tmp_path: Path, dest:
         extract_bundle(hostile(tmp_path, "tgz", {}), dest, limits=DEFAULT)
     assert not isinstance(caught.value, BundleRejected)
     assert (dest / "keep.txt").read_text() == "mine"
+
+
+# --- reading one file back --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["tgz", "zip"])
+@pytest.mark.parametrize("top", ["Org/", "./Org/", ""])
+def test_one_file_is_read_back_wherever_the_archive_put_its_top_folder(tmp_path: Path, fmt: str, top: str) -> None:
+    files = {top + name.removeprefix("Org/"): data for name, data in GOOD.items()}
+    archive = write_tgz(tmp_path / "b.tgz", entries(files)) if fmt == "tgz" else write_zip(tmp_path / "b.zip",
+                                                                                              zip_items(files))
+
+    assert read_member(archive, "results/sys/bert/result_0.txt", limits=DEFAULT, max_bytes=2**20) == LOG
+    assert read_member(archive, "results/sys/bert/result_1.txt", limits=DEFAULT, max_bytes=2**20) is None
+
+
+@pytest.mark.parametrize("fmt", ["tgz", "zip"])
+def test_a_file_read_back_is_cut_at_max_bytes_and_read_past_one_chunk(tmp_path: Path, fmt: str) -> None:
+    big = random.Random(7).randbytes(3 * 2**20)  # more than one read of the tar window allows
+    files = {**GOOD, "Org/results/sys/bert/result_1.txt": big}
+    archive = write_tgz(tmp_path / "b.tgz", entries(files)) if fmt == "tgz" else write_zip(tmp_path / "b.zip",
+                                                                                              zip_items(files))
+
+    assert read_member(archive, "results/sys/bert/result_1.txt", limits=DEFAULT, max_bytes=len(big)) == big
+    assert read_member(archive, "results/sys/bert/result_1.txt", limits=DEFAULT, max_bytes=1000) == big[:1000]
+
+
+def test_reading_back_from_a_damaged_archive_is_a_refusal(tmp_path: Path) -> None:
+    archive = tmp_path / "b.tgz"
+    archive.write_bytes(gzip.compress(b"not a tar at all" * 100))
+
+    with pytest.raises(BundleRejected, match="damaged"):
+        read_member(archive, "results/sys/bert/result_0.txt", limits=DEFAULT, max_bytes=2**20)
 
 
 # --- files chosen on the form -----------------------------------------------------------------

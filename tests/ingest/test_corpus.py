@@ -74,7 +74,7 @@ def test_item_matches_the_official_tool(row: dict[str, str] | None, imported, co
     assert result.system.accelerator_count == int(row["accelerators_total"])
     assert result.division == row["division_sysjson"]
     assert (result.system.category, result.system.system_type) == CATEGORY[row["category_mapped"]]
-    assert result.verdict == Result.VERIFIED
+    assert result.verdict == Result.Verdict.VERIFIED
     expected_runs = _expected_runs(corpus_dir)
     runs = list(Run.objects.filter(result=result).order_by("position"))
     assert len(runs) == int(row["n_runs"])

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from accounts.models import AuditEvent, Organization
+from catalog.models import Round
 from ingest import importer
 from ingest.importer import TreeImportError, import_tree
-from ingest.models import AuditEvent, Finding, Organization, Result, Run, Submission, System
-from leaderboard.models import Round
+from ingest.models import Finding, Result, Run, Submission, System
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def test_a_clean_item_is_verified_and_scored(make_tree) -> None:
     summary = import_tree(make_tree(RESNET), jobs=1)
     assert [o.status for o in summary.outcomes] == ["new"]
     result = _only_result()
-    assert result.verdict == Result.VERIFIED and result.score is not None
+    assert result.verdict == Result.Verdict.VERIFIED and result.score is not None
     assert result.runs_compliant == 5 and Run.objects.filter(counted=True).count() == 5
 
 
@@ -55,7 +56,7 @@ def test_garbage_and_truncated_lines_are_findings_at_their_lines(make_tree) -> N
     assert all(f.excerpt for f in parse)
     assert run.compliant is False and run.dropped == "failed"
     # One failed run is within olympic tolerance: the item keeps its official score.
-    assert result.score is not None and result.verdict == Result.VERIFIED
+    assert result.score is not None and result.verdict == Result.Verdict.VERIFIED
 
 
 def test_a_log_without_run_stop_is_a_failed_run(make_tree) -> None:
@@ -127,7 +128,7 @@ def test_a_missing_system_description_is_a_finding_and_no_score(make_tree) -> No
     (tree / "Larkspur_Compute/systems/atlas_lx4_n1.json").unlink()
     import_tree(tree, jobs=1)
     result = _only_result()
-    assert result.verdict == Result.NONCOMPLIANT
+    assert result.verdict == Result.Verdict.NONCOMPLIANT
     assert result.score is None and result.raw_score is not None
     assert "division unknown" in result.no_score_reason
     assert result.findings.filter(rule="system-description", file="Larkspur_Compute/systems/atlas_lx4_n1.json").exists()
@@ -153,7 +154,7 @@ def test_division_and_status_values_outside_the_rules_are_findings(make_tree) ->
     result = _only_result()
     rules = set(result.findings.filter(checker="system_desc").values_list("rule", flat=True))
     assert {"division", "status"} <= rules
-    assert result.score is None and result.verdict == Result.NONCOMPLIANT
+    assert result.score is None and result.verdict == Result.Verdict.NONCOMPLIANT
 
 
 def test_fewer_runs_than_required_means_no_official_score(make_tree) -> None:
@@ -183,7 +184,7 @@ def test_stray_files_are_named_and_ignored(make_tree) -> None:
     import_tree(tree, jobs=1)
     finding = Finding.objects.get(checker="layout", rule="result_*.txt")
     assert finding.file.endswith("resnet/notes.md") and finding.severity == "warning"
-    assert _only_result().verdict == Result.VERIFIED
+    assert _only_result().verdict == Result.Verdict.VERIFIED
 
 
 def test_importing_the_same_tree_twice_changes_nothing(make_tree) -> None:

@@ -27,12 +27,13 @@ def test_demo_data_command_imports_every_item_as_the_manifest_says(demo_tree, tm
         assert (result.score is not None) == item.expect_official_score, item
         if "system description" in item.notes:
             # An invalid status leaves the score standing (the summarizer computes it) but fails the item.
-            assert result.verdict == Result.NONCOMPLIANT
+            assert result.verdict == Result.Verdict.NONCOMPLIANT
             assert result.findings.filter(checker="system_desc", rule="status").exists()
         if not item.notes:
-            assert result.verdict == Result.VERIFIED, (item, list(result.findings.values_list("message", flat=True)))
+            assert result.verdict == Result.Verdict.VERIFIED, (item, list(result.findings.values_list("message",
+                                                                                                      flat=True)))
     # RCP normalization shows up where the generator converged faster than the reference.
-    assert Result.objects.filter(scaling_source=Result.SCALING_RCP, scaling_factor__gt=1).exists()
+    assert Result.objects.filter(scaling_source=Result.ScalingSource.RCP, scaling_factor__gt=1).exists()
     # The table `make run` opens shows the demo systems with their scale.
     html = client.get("/rounds/demo-2024a/").content.decode()
     assert "Closed division" in html

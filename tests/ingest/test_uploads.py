@@ -16,7 +16,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from ingest.models import AuditEvent, Result, Submission
+from accounts.models import AuditEvent
+from ingest.models import Result, Submission
 from ingest.services import submissions
 from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
 
@@ -79,7 +80,7 @@ def test_upload_is_stored_then_verified_after_commit(people, round_open, full_bu
     queued = [cb for cb in callbacks if cb.__qualname__.startswith("submission_upload.")]
     assert len(queued) == 1
     submission = Submission.objects.get(pk=response.json()["id"])
-    assert submission.state == Submission.VERIFIED
+    assert submission.state == Submission.State.VERIFIED
     assert submission.uploaded_by == people.alice and submission.organization == people.acme
     assert (Path(submission.bundle_path).name).startswith(submission.sha256)
     assert submission.results.count() == 7
@@ -117,7 +118,7 @@ def test_a_new_upload_supersedes_the_old_version_and_keeps_history(people, round
         second = upload(api(people.alice), tar_gz_of(copy)).json()["id"]
     old = Submission.objects.get(pk=first)
     new = Submission.objects.get(pk=second)
-    assert old.state == Submission.SUPERSEDED and new.state == Submission.VERIFIED
+    assert old.state == Submission.State.SUPERSEDED and new.state == Submission.State.VERIFIED
     resnet = Result.objects.filter(organization=people.acme, system_slug="atlas_lx4_n1", benchmark_key="resnet")
     assert resnet.count() == 2 and resnet.filter(is_current=True).get().submission == new
     assert old.results.filter(is_current=False).count() == old.results.count()
@@ -265,7 +266,7 @@ def test_a_platform_fault_is_retried_and_never_blamed_on_the_submitter(people, r
     with django_capture_on_commit_callbacks(execute=True):
         response = upload(api(people.alice), full_bundle)
     submission = Submission.objects.get(pk=response.json()["id"])
-    assert submission.state == Submission.VERIFIED
+    assert submission.state == Submission.State.VERIFIED
     assert submission.attempts == 2
     # The item stored before the fault was not stored again on the retry.
     assert submission.results.count() == 7
@@ -281,7 +282,7 @@ def test_a_bug_ends_in_error_with_a_neutral_message(people, round_open, acme_bun
     with django_capture_on_commit_callbacks(execute=True):
         submission_id = upload(api(people.alice), acme_bundle).json()["id"]
     submission = Submission.objects.get(pk=submission_id)
-    assert submission.state == Submission.ERROR and "ZeroDivisionError" in submission.error_detail
+    assert submission.state == Submission.State.ERROR and "ZeroDivisionError" in submission.error_detail
     status = api(people.alice).get(f"/api/v1/submissions/{submission_id}/").json()
     assert "not a fault of your bundle" in status["error"]
     assert "ZeroDivisionError" not in json.dumps(status)  # the detail is for operators
@@ -306,15 +307,15 @@ def test_sweeper_redispatches_lost_and_dead_work(people, round_open, acme_bundle
     requeued = submissions.submissions_sweep()
     assert requeued == [lost_id]
     # Dead worker: left verifying past the deadline.
-    Submission.objects.filter(pk=lost_id).update(state=Submission.VERIFYING,
+    Submission.objects.filter(pk=lost_id).update(state=Submission.State.VERIFYING,
                                                  started_at=timezone.now() - datetime.timedelta(hours=1))
     assert submissions.submissions_sweep() == [lost_id]
     # Too many attempts: the sweeper gives up, as a platform error.
-    Submission.objects.filter(pk=lost_id).update(state=Submission.VERIFYING,
+    Submission.objects.filter(pk=lost_id).update(state=Submission.State.VERIFYING,
                                                  attempts=settings.PODIUM_VERIFY_MAX_ATTEMPTS,
                                                  started_at=timezone.now() - datetime.timedelta(hours=1))
     submissions.submissions_sweep()
-    assert Submission.objects.get(pk=lost_id).state == Submission.ERROR
+    assert Submission.objects.get(pk=lost_id).state == Submission.State.ERROR
 
 
 def test_uploads_are_rate_limited(people, round_open, acme_bundle, monkeypatch) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from accounts.models import AuditEvent
 from ingest.cli.main import main as cli_main
 from ingest.importer import import_tree
-from ingest.models import AuditEvent, Result, Submission
+from ingest.models import Result, Submission
 from ingest.services.submissions import submissions_sweep
 from tests.people import make_people, open_round, tar_gz_of, token_for
 from tests.worker import wait_for
@@ -41,7 +42,7 @@ def test_a_corpus_bundle_uploaded_over_http_is_verified_by_the_worker_like_the_i
     out = capsys.readouterr().out
     assert code == 0, out
     submission = Submission.objects.get(round=round_)
-    assert submission.state == Submission.VERIFIED and submission.attempts == 1
+    assert submission.state == Submission.State.VERIFIED and submission.attempts == 1
     uploaded = {(r.system_slug, r.benchmark_key): r for r in submission.results.all()}
     # The same folder through the foundation import gives the same numbers, which are the published ones.
     imported = {(o.source.system, o.source.benchmark): o.result
@@ -67,7 +68,7 @@ def test_a_killed_worker_is_replaced_and_the_sweeper_finishes_the_job_without_do
 
     archive = tmp_path / "bundle.tar.gz"
     archive.write_bytes(tar_gz_of(folder))
-    outcome = submission_upload(user=people.alice, organization=people.acme, round_=round_, archive=archive,
+    outcome = submission_upload(actor=people.alice, organization=people.acme, round=round_, archive=archive,
                                 original_name="bundle.tar.gz")
     submission = outcome.submission
     items = 7
@@ -79,7 +80,7 @@ def test_a_killed_worker_is_replaced_and_the_sweeper_finishes_the_job_without_do
     wait_for(partly_done, timeout=60, what="the first worker to store some but not all items")
     first.kill()
     submission.refresh_from_db()
-    assert submission.state == Submission.VERIFYING
+    assert submission.state == Submission.State.VERIFYING
     stored_before = Result.objects.filter(submission=submission).count()
     assert 0 < stored_before < items
 
@@ -96,7 +97,7 @@ def test_a_killed_worker_is_replaced_and_the_sweeper_finishes_the_job_without_do
         return submission.is_final
 
     wait_for(finished, timeout=90, what="the second worker to finish")
-    assert submission.state == Submission.VERIFIED and submission.attempts == 2
+    assert submission.state == Submission.State.VERIFIED and submission.attempts == 2
     results = Result.objects.filter(submission=submission)
     assert results.count() == items
     assert len({(r.system_slug, r.benchmark_key) for r in results}) == items  # nothing stored twice

@@ -24,10 +24,10 @@ from drf_spectacular.drainage import GENERATOR_STATS
 from rest_framework.test import APIClient
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from catalog.models import Round
 from ingest.models import Result, System
 from leaderboard import cache as results_cache
 from leaderboard.api import Pages
-from leaderboard.models import Round
 from tests.factories import (
     BenchmarkFactory,
     FindingFactory,
@@ -83,12 +83,13 @@ def world() -> World:
     systems = {
         "acme_64": SystemFactory(round=published, organization=people.acme, slug="acme-64", name="Acme 64",
                                  accelerator_count=64, number_of_nodes=8, host_processor_count=16,
-                                 system_type=System.CLOUD, framework="PyTorch 2.3"),
+                                 system_type=System.SystemType.CLOUD, framework="PyTorch 2.3"),
         "zeta_8": SystemFactory(round=published, organization=people.zeta, slug="zeta-8", name="Zeta 8",
-                                division=System.OPEN, category=System.PREVIEW, accelerator_model_name="Zeta Z9",
+                                division=System.Division.OPEN, category=System.Category.PREVIEW,
+                                accelerator_model_name="Zeta Z9",
                                 framework="JAX 0.4.30"),
         "acme_16": SystemFactory(round=older, organization=people.acme, slug="acme-16", name="Acme 16",
-                                 accelerator_count=16, number_of_nodes=2, category=System.RESEARCH,
+                                 accelerator_count=16, number_of_nodes=2, category=System.Category.RESEARCH,
                                  framework="PyTorch 2.1"),
         "acme_secret": SystemFactory(round=secret, organization=people.acme, slug="acme-4096", name=SECRET_NAME,
                                      accelerator_count=4096, framework="PyTorch 2.5"),
@@ -100,7 +101,7 @@ def world() -> World:
         "acme_bert": ResultFactory(system=systems["acme_64"], benchmark=bert, score=7.25, runs_count=10,
                                    runs_required=10),
         "zeta_resnet": ResultFactory(system=systems["zeta_8"], benchmark=resnet, score=None, raw_score=None,
-                                     verdict=Result.NONCOMPLIANT, no_score_reason="3 of 5 required runs"),
+                                     verdict=Result.Verdict.NONCOMPLIANT, no_score_reason="3 of 5 required runs"),
         "zeta_bert_old": ResultFactory(system=systems["zeta_8"], benchmark=bert, score=9.0, is_current=False),
         "zeta_bert": ResultFactory(system=systems["zeta_8"], benchmark=bert, score=8.0),
         "acme_old": ResultFactory(system=systems["acme_16"], benchmark=old_resnet, score=5.0),
@@ -457,7 +458,7 @@ def test_a_new_membership_changes_the_etag_though_no_result_changed(world: World
 
     client = as_user(world.people.dave)
     etag = client.get(f"{API}/results/")["ETag"]
-    membership_add(user=world.people.dave, organization=world.people.acme, role=Membership.REVIEWER)
+    membership_add(user=world.people.dave, organization=world.people.acme, role=Membership.Role.REVIEWER)
     response = client.get(f"{API}/results/", HTTP_IF_NONE_MATCH=etag)
     assert response.status_code == 200 and world.ids("acme_secret") <= {r["id"] for r in response.json()["results"]}
 

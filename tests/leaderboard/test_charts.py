@@ -7,10 +7,10 @@ import plotly
 import pytest
 from django.test import Client
 
+from catalog.models import Round
 from ingest.models import Result, System
 from leaderboard import charts
 from leaderboard.charts import ResultPoint, RoundEntry, RunCurve, RunTime
-from leaderboard.models import Round
 from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, RunFactory, SystemFactory
 from tests.people import PASSWORD, make_people, set_phase
 
@@ -214,10 +214,10 @@ def people():
 
 def _result(round_, benchmark, organization, slug: str, accelerators: int, score: float, **extra) -> Result:
     system = SystemFactory(round=round_, organization=organization, slug=slug, name=slug.upper(),
-                           accelerator_count=accelerators, division=extra.pop("division", System.CLOSED))
+                           accelerator_count=accelerators, division=extra.pop("division", System.Division.CLOSED))
     return ResultFactory(system=system, benchmark=benchmark, score=score, submitter=organization.name,
                          system_name=system.name, accelerator_model="X100", accelerator_count=accelerators,
-                         host_count=max(1, accelerators // 8), category=System.AVAILABLE, **extra)
+                         host_count=max(1, accelerators // 8), category=System.Category.AVAILABLE, **extra)
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def published(people):
     small = _result(round_, resnet, people.acme, "acme-8", 8, 30.0, runs_cv=0.02)
     _result(round_, resnet, people.acme, "acme-64", 64, 5.0, runs_cv=0.04)
     _result(round_, resnet, people.zeta, "zeta-16", 16, 20.0, runs_cv=0.01)
-    _result(round_, resnet, people.zeta, "zeta-open-8", 8, 3.0, division=System.OPEN)
+    _result(round_, resnet, people.zeta, "zeta-open-8", 8, 3.0, division=System.Division.OPEN)
     for position, minutes in enumerate([29.0, 30.0, 31.0]):
         RunFactory(result=small, position=position, time_to_train_min=minutes,
                    dropped=["fastest", "", "slowest"][position],
@@ -240,7 +240,7 @@ def published(people):
 def embargoed(people, published):
     """A later round, in review: Acme submitted to it, so Acme's members see it; the public does not."""
     round_ = RoundFactory(slug="training-v9.1", name="MLPerf Training v9.1", ruleset="9.1.0")
-    set_phase(round_, Round.REVIEW)
+    set_phase(round_, Round.Phase.REVIEW)
     resnet = BenchmarkFactory(round=round_, key="resnet", name="ResNet-50")
     return _result(round_, resnet, people.acme, "acme-8-next", 8, 12.0, runs_cv=0.03)
 
@@ -348,8 +348,8 @@ def test_charts_page_has_a_container_per_chart_and_readable_tables(client: Clien
     assert response.status_code == 200
     for key in ("scale", "scaling", "spread", "history", "runs", "convergence"):
         assert f'data-chart="{key}"' in html
-    assert f"/vendor/plotly.min.js?v={plotly.__version__}" in html and "charts.js" in html
-    assert html.count("/vendor/plotly.min.js") == 1
+    assert f'src="/static/vendor/plotly-{plotly.__version__}.min.js"' in html and "charts.js" in html
+    assert html.count("plotly-") == 1
     assert 'data-table="scaling"' in html and "75.0%" in html
     assert "<noscript>" in html
     assert "cdn." not in html
@@ -362,23 +362,37 @@ def test_charts_page_without_results_says_so(client: Client) -> None:
     assert "No scored results" in html and "data-chart" not in html
 
 
-def test_plotly_js_is_served_from_the_package_with_long_cache_and_an_etag(client: Client) -> None:
-    response = client.get(f"/vendor/plotly.min.js?v={plotly.__version__}")
+PLOTLY_URL = f"/static/vendor/plotly-{plotly.__version__}.min.js"
+
+
+def test_plotly_js_is_served_from_the_package_in_development_and_cached_a_year(settings) -> None:
+    # What DEBUG turns on: WhiteNoise looks files up through the staticfiles finders on each request.
+    settings.WHITENOISE_USE_FINDERS = settings.WHITENOISE_AUTOREFRESH = True
+    response = Client().get(PLOTLY_URL)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/javascript")
-    assert response["ETag"] == f'"plotly-{plotly.__version__}"'
-    assert "max-age=31536000" in response["Cache-Control"] and "immutable" in response["Cache-Control"]
+    assert "max-age=315360000" in response["Cache-Control"] and "immutable" in response["Cache-Control"]
     assert b"plotly.js" in b"".join(response.streaming_content)[:2000]
-    again = client.get("/vendor/plotly.min.js", HTTP_IF_NONE_MATCH=response["ETag"])
+    again = Client().get(PLOTLY_URL, HTTP_IF_NONE_MATCH=response["ETag"])
     assert again.status_code == 304
-    assert "max-age=86400" in again["Cache-Control"]
 
 
-def test_plotly_js_is_compressed_for_browsers_that_accept_gzip(client: Client) -> None:
-    response = client.get("/vendor/plotly.min.js", HTTP_ACCEPT_ENCODING="gzip, br")
+def test_plotly_js_is_collected_for_production_and_served_compressed(settings, tmp_path) -> None:
+    from django.core.management import call_command
+
+    settings.STATIC_ROOT = tmp_path
+    settings.WHITENOISE_USE_FINDERS = False  # as in production, whatever DEBUG says
+    settings.STATICFILES_FINDERS = ["leaderboard.static_files.PlotlyFinder"]  # collect only plotly.js: fast
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"}}
+    call_command("collectstatic", interactive=False, verbosity=0)
+    assert (tmp_path / "vendor" / f"plotly-{plotly.__version__}.min.js.gz").is_file()
+
+    response = Client().get(PLOTLY_URL, HTTP_ACCEPT_ENCODING="gzip")
+    assert response.status_code == 200
     assert response["Content-Encoding"] == "gzip"
-    assert response["ETag"] == f'"plotly-{plotly.__version__}-gzip"'
-    assert b"plotly.js" in gzip.decompress(response.content)[:2000]
+    assert "immutable" in response["Cache-Control"]
+    assert b"plotly.js" in gzip.decompress(b"".join(response.streaming_content))[:2000]
 
 
 @pytest.mark.django_db
@@ -388,5 +402,5 @@ def test_convergence_partial_needs_only_the_result(published) -> None:
     _, small = published
     html = render_to_string("leaderboard/_convergence.html", {"result": small})
     assert f'data-src="/results/{small.pk}/convergence.json"' in html and 'data-chart="convergence"' in html
-    assert "/vendor/plotly.min.js" in html and "charts.js" in html
+    assert PLOTLY_URL in html and "charts.js" in html
     assert "75.90% top-1 accuracy" in html

@@ -5,9 +5,10 @@ import re
 import pytest
 from django.test import Client
 
+from catalog.models import Round
+from core.errors import Refusal
 from ingest.models import Result, System
-from leaderboard.compare import CompareError, parse_ids
-from leaderboard.models import Round
+from leaderboard.compare import parse_ids
 from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, RunFactory, SystemFactory
 from tests.people import PASSWORD, make_people, set_phase
 
@@ -18,8 +19,8 @@ def people():
 
 
 def _result(round_, benchmark, organization, slug: str, accelerators: int, score: float, *,
-            description: dict, hyperparameters: list[dict], division: str = System.CLOSED,
-            category: str = System.AVAILABLE) -> Result:
+            description: dict, hyperparameters: list[dict], division: str = System.Division.CLOSED,
+            category: str = System.Category.AVAILABLE) -> Result:
     system = SystemFactory(round=round_, organization=organization, slug=slug, name=slug.upper(),
                            accelerator_count=accelerators, division=division, category=category,
                            description=description)
@@ -43,19 +44,19 @@ def results(people):
     b = _result(round_, resnet, people.zeta, "zeta-8", 8, 25.0,
                 description={"system_name": "ZETA-8", "framework": "PyTorch", "cooling": "liquid"},
                 hyperparameters=[{"global_batch_size": 512, "opt_base_learning_rate": 0.1}])
-    c = _result(round_, resnet, people.zeta, "zeta-64", 64, 5.0, category=System.PREVIEW,
+    c = _result(round_, resnet, people.zeta, "zeta-64", 64, 5.0, category=System.Category.PREVIEW,
                 description={"system_name": "ZETA-64", "framework": "JAX"},
                 hyperparameters=[{"global_batch_size": 4096}])
     other_round = RoundFactory(slug="training-v8.0", name="MLPerf Training v8.0")
     d = _result(other_round, BenchmarkFactory(round=other_round, key="resnet"), people.acme, "acme-open", 8, 20.0,
-                division=System.OPEN, description={"system_name": "ACME-OPEN"}, hyperparameters=[])
+                division=System.Division.OPEN, description={"system_name": "ACME-OPEN"}, hyperparameters=[])
     return a, b, c, d
 
 
 @pytest.fixture
 def embargoed(people, results):
     round_ = RoundFactory(slug="training-v9.1", name="MLPerf Training v9.1")
-    set_phase(round_, Round.REVIEW)
+    set_phase(round_, Round.Phase.REVIEW)
     return _result(round_, BenchmarkFactory(round=round_, key="resnet"), people.acme, "acme-secret", 8, 12.0,
                    description={"system_name": "ACME-SECRET"}, hyperparameters=[])
 
@@ -144,7 +145,7 @@ def test_fewer_than_two_or_more_than_four_ids_are_refused(client: Client, people
 
 def test_ids_come_as_a_list_or_as_repeated_parameters() -> None:
     assert parse_ids(["3,1", "3", " 7 "]) == [3, 1, 7]
-    with pytest.raises(CompareError) as refused:
+    with pytest.raises(Refusal) as refused:
         parse_ids(["1,x"])
     assert refused.value.status == 400
 

@@ -29,12 +29,12 @@ def round_with_results():
     acme = OrganizationFactory(name="Acme")
     zeta = OrganizationFactory(name="Zeta")
     closed_cloud = SystemFactory(round=round_, organization=acme, slug="acme-64", name="Acme 64",
-                                 accelerator_count=64, number_of_nodes=8, system_type=System.CLOUD)
+                                 accelerator_count=64, number_of_nodes=8, system_type=System.SystemType.CLOUD)
     open_preview = SystemFactory(round=round_, organization=zeta, slug="zeta-8", name="Zeta 8",
-                                 division=System.OPEN, category=System.PREVIEW)
+                                 division=System.Division.OPEN, category=System.Category.PREVIEW)
     r1 = ResultFactory(system=closed_cloud, benchmark=resnet, score=2.5)
     ResultFactory(system=closed_cloud, benchmark=bert, score=7.25, runs_count=10, runs_required=10)
-    r3 = ResultFactory(system=open_preview, benchmark=resnet, score=None, verdict=Result.NONCOMPLIANT,
+    r3 = ResultFactory(system=open_preview, benchmark=resnet, score=None, verdict=Result.Verdict.NONCOMPLIANT,
                        no_score_reason="3 of 5 required runs")
     return round_, r1, r3
 

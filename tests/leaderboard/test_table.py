@@ -24,12 +24,12 @@ def table():
     bert = BenchmarkFactory(round=round_, key="bert", name="BERT", position=1, required_runs=10)
     acme, zeta, beta = (OrganizationFactory(name=n, slug=n.lower()) for n in ("Acme", "Zeta", "Beta"))
     big = SystemFactory(round=round_, organization=acme, slug="acme-512", name="Acme 512", accelerator_count=512,
-                        number_of_nodes=64, system_type=System.CLOUD, accelerator_model_name="X200",
+                        number_of_nodes=64, system_type=System.SystemType.CLOUD, accelerator_model_name="X200",
                         framework="PyTorch 2.3")
     small = SystemFactory(round=round_, organization=zeta, slug="zeta-8", name="Zeta 8", accelerator_count=8,
                           number_of_nodes=1, accelerator_model_name="X100", framework="JAX 0.4")
     opened = SystemFactory(round=round_, organization=beta, slug="beta-16", name="Beta 16", accelerator_count=16,
-                           division=System.OPEN, category=System.RESEARCH)
+                           division=System.Division.OPEN, category=System.Category.RESEARCH)
     # Big system: fastest, but the most accelerator-minutes; small system: slow, but the fewest.
     ResultFactory(system=big, benchmark=resnet, score=1.0, accelerator_minutes=512.0, host_minutes=64.0)
     ResultFactory(system=big, benchmark=bert, score=2.0, accelerator_minutes=1024.0, runs_count=10)

@@ -20,7 +20,7 @@ from mlperf_logging.compliance_checker import mlp_compliance
 from podium_reference import digits
 from tests.conftest import ROOT, skip_or_fail
 
-RULES = ROOT / "ingest" / "engine" / "extensions" / "podium_digits.yaml"
+RULES = ROOT / "catalog" / "extensions" / "podium_digits.yaml"
 TARGET_FAILED = "Failed checks for eval_accuracy : v['value'] >= 0.97 and v['value'] <= 1.0"
 HEADER = [
     "submission_org",

@@ -21,17 +21,16 @@ from typing import Any
 
 import pytest
 
+from catalog.catalog_data import load_catalog
 from ingest.engine.findings import Finding
 from ingest.engine.logparse import TOKEN
 from ingest.engine.tree import items_of
-from ingest.engine.verify import verify_item
-from leaderboard.catalog_data import load_catalog
+from ingest.engine.verify import ItemReport, verify_item
 from reviews.borrowing import (
     BATCH_KEYS,
     DiffRow,
     Entry,
     check_borrowing,
-    entry_from_report,
     hyperparameter_diff,
     values_equal,
 )
@@ -73,6 +72,15 @@ def _copy_item(corpus_dir: Path, side: Side, dest: Path) -> Path:
     shutil.copytree(corpus_dir / ROUND / side.org / "results" / side.system / side.benchmark,
                     org_dir / "results" / side.system / side.benchmark)
     return org_dir
+
+
+def entry_from_report(report: ItemReport, label: str) -> Entry:
+    return Entry(
+        label=label,
+        system_sha256=report.system_facts.sha256,
+        runs=tuple((run.file, dict(run.hyperparameters)) for run in report.runs),
+        system_file=report.system_facts.file,
+    )
 
 
 def _entry(org_dir: Path, side: Side, version: str) -> Entry:

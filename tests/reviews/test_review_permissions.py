@@ -41,14 +41,14 @@ from rest_framework.test import APIClient
 
 from accounts.models import Membership
 from accounts.services import membership_add
+from catalog.models import Round
 from ingest.models import Result, Submission
-from leaderboard.models import Round
 from reviews.models import Borrowing, Comment, Flag, Notification
 from tests.people import People, make_people, open_round, set_phase, tar_gz_of, token_for
 
 pytestmark = pytest.mark.django_db
 
-OPEN, REVIEW, PUBLISHED = Round.OPEN, Round.REVIEW, Round.PUBLISHED
+OPEN, REVIEW, PUBLISHED = Round.Phase.OPEN, Round.Phase.REVIEW, Round.Phase.PUBLISHED
 PHASES = [OPEN, REVIEW, PUBLISHED]
 PERSONAS = ["alice", "bob", "carol", "dave", "chair", "anonymous", "staff"]
 LOGIN = "/accounts/login/"
@@ -154,7 +154,7 @@ def _upload(user: object, round_: Round, data: bytes) -> Submission:
                                format="multipart")
     assert response.status_code == 201, response.content
     submission = Submission.objects.get(pk=response.json()["id"])
-    assert submission.state == Submission.VERIFIED, submission.state
+    assert submission.state == Submission.State.VERIFIED, submission.state
     return submission
 
 
@@ -164,7 +164,8 @@ def _flag(round_: Round, result: Result, people: People, texts: Texts, *, decide
     Comment.objects.create(flag=flag, author=people.carol, organization=people.zeta, body=texts.public)
     Comment.objects.create(flag=flag, author=people.chair, body=texts.private, private=True)
     if decided:
-        Flag.objects.filter(pk=flag.pk).update(state=Flag.RESOLVED, outcome=Flag.REJECTED, decided_by=people.chair,
+        Flag.objects.filter(pk=flag.pk).update(state=Flag.State.RESOLVED, outcome=Flag.Outcome.REJECTED,
+                                               decided_by=people.chair,
                                                decision_note="No issue.")
     return flag
 
@@ -192,7 +193,7 @@ def world(django_db_setup, django_db_blocker, demo_tree, tmp_path_factory: pytes
         atomic.__enter__()
         try:
             people = make_people()
-            membership_add(user=people.carol, organization=people.zeta, role=Membership.REVIEWER)
+            membership_add(user=people.carol, organization=people.zeta, role=Membership.Role.REVIEWER)
             round_ = open_round()
             round_.chairs.add(people.chair)
             acme_submission = _upload(people.alice, round_, acme)
@@ -398,9 +399,9 @@ def comment_page(private: bool) -> Check:
             assert comment is not None and comment.private is private
             assert response.status_code == 302 and response["Location"] == flag
             # An answer from the flagged organization moves the flag on; anyone else's remark does not.
-            assert state == (Flag.ANSWERED if persona in ANSWERERS else Flag.OPEN)
+            assert state == (Flag.State.ANSWERED if persona in ANSWERERS else Flag.State.OPEN)
         else:
-            assert comment is None and state == Flag.OPEN
+            assert comment is None and state == Flag.State.OPEN
             assert_page_refused(response, persona, visible=sees(phase, persona, undecided=True), back_to=flag)
     return check
 
@@ -413,33 +414,35 @@ def comment_api(private: bool) -> Check:
         if allowed:
             assert response.status_code == 201, response.content
             assert comment is not None and comment.private is private
-            assert Flag.objects.get(pk=world.held).state == (Flag.ANSWERED if persona in ANSWERERS else Flag.OPEN)
+            expected = Flag.State.ANSWERED if persona in ANSWERERS else Flag.State.OPEN
+            assert Flag.objects.get(pk=world.held).state == expected
         else:
-            assert comment is None and Flag.objects.get(pk=world.held).state == Flag.OPEN
+            assert comment is None and Flag.objects.get(pk=world.held).state == Flag.State.OPEN
             assert_api_refused(response, persona, visible=sees(phase, persona, undecided=True))
     return check
 
 
 def decide_page(world: World, phase: str, persona: str, allowed: bool) -> None:
     flag = f"/flags/{world.held}/"
-    response = web(world, persona).post(f"{flag}decision/", {"outcome": Flag.REJECTED, "note": "No issue."})
+    response = web(world, persona).post(f"{flag}decision/", {"outcome": Flag.Outcome.REJECTED, "note": "No issue."})
     decided = Flag.objects.get(pk=world.held)
     if allowed:
         assert response.status_code == 302 and response["Location"] == flag
-        assert (decided.state, decided.outcome) == (Flag.RESOLVED, Flag.REJECTED)
+        assert (decided.state, decided.outcome) == (Flag.State.RESOLVED, Flag.Outcome.REJECTED)
     else:
-        assert decided.state == Flag.OPEN
+        assert decided.state == Flag.State.OPEN
         assert_page_refused(response, persona, visible=sees(phase, persona, undecided=True), back_to=flag)
 
 
 def decide_api(world: World, phase: str, persona: str, allowed: bool) -> None:
     response = api(world, persona, "submit").post(f"/api/v1/flags/{world.held}/decision/",
-                                                  {"outcome": Flag.REJECTED, "note": "No issue."}, format="json")
+                                                  {"outcome": Flag.Outcome.REJECTED,
+                                                   "note": "No issue."}, format="json")
     if allowed:
         assert response.status_code == 200, response.content
-        assert response.json()["state"] == Flag.RESOLVED
+        assert response.json()["state"] == Flag.State.RESOLVED
     else:
-        assert Flag.objects.get(pk=world.held).state == Flag.OPEN
+        assert Flag.objects.get(pk=world.held).state == Flag.State.OPEN
         assert_api_refused(response, persona, visible=sees(phase, persona, undecided=True))
 
 
@@ -466,8 +469,8 @@ def resubmit_page(world: World, phase: str, persona: str, allowed: bool) -> None
         # Accepted into verification: stored and queued (the queue runs after a commit that never comes here).
         assert response.status_code == 302 and response["Location"] == flag
         submission = new.get()
-        assert (submission.organization, submission.state) == (world.people.acme, Submission.RECEIVED)
-        assert (answered.resubmission, answered.state) == (submission, Flag.ANSWERED)
+        assert (submission.organization, submission.state) == (world.people.acme, Submission.State.RECEIVED)
+        assert (answered.resubmission, answered.state) == (submission, Flag.State.ANSWERED)
     else:
         assert not new.exists() and answered.resubmission is None
         assert_page_refused(response, persona, visible=sees(phase, persona, undecided=True), back_to=flag)
@@ -600,7 +603,7 @@ def test_a_resubmission_does_not_release_an_entry_whose_flag_is_undecided(world:
     with TestCase.captureOnCommitCallbacks(execute=True):
         web(world, "alice").post(f"/flags/{world.held}/resubmit/", {"bundle": _named(world.resubmission)})
     flag = Flag.objects.select_related("resubmission").get(pk=world.held)
-    assert flag.state == Flag.ANSWERED and flag.resubmission.state == Submission.VERIFIED
+    assert flag.state == Flag.State.ANSWERED and flag.resubmission.state == Submission.State.VERIFIED
     new = flag.resubmission.results.get(benchmark_key="bert")
     assert new.is_current and not Result.objects.get(pk=world.acme_bert).is_current
     set_phase(world.round, PUBLISHED)
@@ -614,8 +617,8 @@ def test_a_decision_applies_to_the_version_that_will_be_published(world: World) 
     with TestCase.captureOnCommitCallbacks(execute=True):
         web(world, "alice").post(f"/flags/{world.held}/resubmit/", {"bundle": _named(world.resubmission)})
     new = Flag.objects.get(pk=world.held).resubmission.results.get(benchmark_key="bert")
-    web(world, "chair").post(f"/flags/{world.held}/decision/", {"outcome": Flag.MOVED_TO_OPEN})
-    assert Flag.objects.get(pk=world.held).state == Flag.RESOLVED
+    web(world, "chair").post(f"/flags/{world.held}/decision/", {"outcome": Flag.Outcome.MOVED_TO_OPEN})
+    assert Flag.objects.get(pk=world.held).state == Flag.State.RESOLVED
     new.refresh_from_db()
     assert new.is_current and new.division == "open"
 
@@ -654,10 +657,11 @@ def test_a_decision_waits_for_the_resubmission_s_verdict(world: World) -> None:
     # Not executing the on-commit callbacks: the resubmission stays queued, unverified.
     with TestCase.captureOnCommitCallbacks(execute=False):
         web(world, "alice").post(f"/flags/{world.held}/resubmit/", {"bundle": _named(world.resubmission)})
-    assert Flag.objects.get(pk=world.held).resubmission.state == Submission.RECEIVED
-    response = web(world, "chair").post(f"/flags/{world.held}/decision/", {"outcome": Flag.WITHDRAWN}, follow=True)
+    assert Flag.objects.get(pk=world.held).resubmission.state == Submission.State.RECEIVED
+    response = web(world, "chair").post(f"/flags/{world.held}/decision/", {"outcome": Flag.Outcome.WITHDRAWN},
+                                        follow=True)
     assert "still being verified" in response.content.decode()
-    assert Flag.objects.get(pk=world.held).state == Flag.ANSWERED
+    assert Flag.objects.get(pk=world.held).state == Flag.State.ANSWERED
     assert not Result.objects.get(pk=world.acme_bert).withdrawn_at
 
 
@@ -670,10 +674,10 @@ def test_fixed_by_resubmission_needs_a_verified_new_version(world: World, tmp_pa
     set_phase(world.round, REVIEW)
     with TestCase.captureOnCommitCallbacks(execute=True):
         web(world, "alice").post(f"/flags/{world.held}/resubmit/", {"bundle": _named(tar_gz_of(folder))})
-    assert Flag.objects.get(pk=world.held).resubmission.state == Submission.NONCOMPLIANT
-    response = web(world, "chair").post(f"/flags/{world.held}/decision/", {"outcome": Flag.FIXED}, follow=True)
+    assert Flag.objects.get(pk=world.held).resubmission.state == Submission.State.NONCOMPLIANT
+    response = web(world, "chair").post(f"/flags/{world.held}/decision/", {"outcome": Flag.Outcome.FIXED}, follow=True)
     assert "needs a verified resubmission" in response.content.decode()
-    assert Flag.objects.get(pk=world.held).state == Flag.ANSWERED
+    assert Flag.objects.get(pk=world.held).state == Flag.State.ANSWERED
 
 
 def test_a_borrowing_bundle_with_other_entries_is_refused_and_leaves_nothing(world: World, demo_tree,
@@ -695,7 +699,7 @@ def test_a_borrowing_bundle_with_other_entries_is_refused_and_leaves_nothing(wor
                                             {"source": world.zeta_resnet, "bundle": _named(world.borrowed)})
     borrowing = Borrowing.objects.get(entry_id=world.acme_resnet)
     assert response.status_code == 302 and borrowing.submission is not None
-    assert borrowing.state != Borrowing.PENDING, "judged once its verification finished"
+    assert borrowing.state != Borrowing.State.PENDING, "judged once its verification finished"
 
 
 def test_the_api_takes_a_resubmission_from_the_flagged_organization_only(world: World) -> None:
@@ -717,7 +721,7 @@ def test_the_api_takes_a_resubmission_from_the_flagged_organization_only(world: 
     body = response.json()
     flag = Flag.objects.get(pk=world.held)
     assert body["id"] == flag.resubmission_id and body["status_url"].endswith(f"/api/v1/submissions/{body['id']}/")
-    assert flag.state == Flag.ANSWERED
+    assert flag.state == Flag.State.ANSWERED
 
 
 @pytest.mark.parametrize(("persona", "told"), [

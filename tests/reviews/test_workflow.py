@@ -11,9 +11,9 @@ from django.core import mail
 from django.test import Client
 from rest_framework.test import APIClient
 
-from accounts.models import Membership
+from accounts.models import AuditEvent, Membership
 from accounts.services import membership_add
-from ingest.models import AuditEvent, Result, Submission
+from ingest.models import Result, Submission
 from reviews.models import Borrowing, Flag, Notification
 from tests.mllog_edit import rewrite_log
 from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
@@ -46,7 +46,7 @@ def review(demo_tree, tmp_path, django_capture_on_commit_callbacks):
     root, manifest = demo_tree
     demo = root / manifest.round("demo-2024a").folder
     people = make_people()
-    membership_add(user=people.carol, organization=people.zeta, role=Membership.REVIEWER)
+    membership_add(user=people.carol, organization=people.zeta, role=Membership.Role.REVIEWER)
     round_ = open_round()
     round_.chairs.add(people.chair)
     acme_folder = _bundle(demo, "Larkspur_Compute", "atlas_lx4_n1", "bert", tmp_path / "acme")
@@ -77,14 +77,14 @@ def test_flag_answer_resubmission_decision_publication(review, django_capture_on
             "anchor_file": acme.runs.first().file, "anchor_line": "42", "run": "0"})
     flag = Flag.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/flags/{flag.pk}/"
-    assert (flag.state, flag.raised_by_organization, flag.run.position) == (Flag.OPEN, people.zeta, 0)
+    assert (flag.state, flag.raised_by_organization, flag.run.position) == (Flag.State.OPEN, people.zeta, 0)
     assert Notification.objects.filter(user=people.alice, url=f"/flags/{flag.pk}/").exists()
     assert any("was flagged" in m.subject for m in mail.outbox)
 
     # The flagged organization answers: the flag becomes answered.
     alice.post(f"/flags/{flag.pk}/comment/", {"body": "We will rerun with evaluation every epoch."})
     flag.refresh_from_db()
-    assert flag.state == Flag.ANSWERED
+    assert flag.state == Flag.State.ANSWERED
 
     # It resubmits during review, in answer to the flag; the diff against the flagged version is shown.
     log = acme_folder / "results/atlas_lx4_n1/bert/result_0.txt"
@@ -95,15 +95,15 @@ def test_flag_answer_resubmission_decision_publication(review, django_capture_on
         response = alice.post(f"/flags/{flag.pk}/resubmit/", {"bundle": handle})
     assert response.status_code == 302
     flag.refresh_from_db()
-    assert flag.resubmission is not None and flag.resubmission.state == Submission.VERIFIED
+    assert flag.resubmission is not None and flag.resubmission.state == Submission.State.VERIFIED
     page = chair.get(f"/flags/{flag.pk}/").content.decode()
     assert f"Resubmission #{flag.resubmission.pk} against the flagged version" in page
 
     # The chair keeps one remark private, then decides.
     chair.post(f"/flags/{flag.pk}/comment/", {"body": "Internal: checked the rerun logs.", "private": "on"})
-    chair.post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.FIXED, "note": "Rerun accepted."})
+    chair.post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.Outcome.FIXED, "note": "Rerun accepted."})
     flag.refresh_from_db()
-    assert (flag.state, flag.outcome, flag.decided_by) == (Flag.RESOLVED, Flag.FIXED, people.chair)
+    assert (flag.state, flag.outcome, flag.decided_by) == (Flag.State.RESOLVED, Flag.Outcome.FIXED, people.chair)
 
     # Publication: the review record is public, without the private remark.
     set_phase(round_, "published")
@@ -135,20 +135,20 @@ def test_an_undecided_flag_keeps_a_result_out_of_the_public_record(review) -> No
     assert APIClient().get(f"/api/v1/results/{acme.pk}/").status_code == 404
     # The organization itself still sees it, and the chair can decide after the publication date.
     assert _client(people.alice).get(f"/results/{acme.pk}/").status_code == 200
-    _client(people.chair).post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.REJECTED, "note": "No issue."})
+    _client(people.chair).post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.Outcome.REJECTED, "note": "No issue."})
     assert anonymous.get(f"/results/{acme.pk}/").status_code == 200
 
 
 @pytest.mark.parametrize(
     ("outcome", "extra", "check"),
     [
-        (Flag.SCALED, {"scaling_factor": "1.25"},
+        (Flag.Outcome.SCALED, {"scaling_factor": "1.25"},
          lambda r, old: r.scaling_source == "review" and abs(r.score - old.raw_score * 1.25) < 1e-12
          and abs(r.accelerator_minutes - r.score * r.accelerator_count) < 1e-9),
-        (Flag.MOVED_TO_OPEN, {}, lambda r, old: r.division == "open"),
-        (Flag.WITHDRAWN, {}, lambda r, old: r.withdrawn_at is not None
+        (Flag.Outcome.MOVED_TO_OPEN, {}, lambda r, old: r.division == "open"),
+        (Flag.Outcome.WITHDRAWN, {}, lambda r, old: r.withdrawn_at is not None
          and not Result.objects.current().filter(pk=r.pk).exists()),
-        (Flag.REJECTED, {}, lambda r, old: (r.score, r.division) == (old.score, old.division)),
+        (Flag.Outcome.REJECTED, {}, lambda r, old: (r.score, r.division) == (old.score, old.division)),
     ],
 )
 def test_each_decision_has_its_effect_and_is_audited(review, outcome, extra, check) -> None:
@@ -160,7 +160,7 @@ def test_each_decision_has_its_effect_and_is_audited(review, outcome, extra, che
     result = Result.objects.get(pk=acme.pk)
     assert check(result, acme)
     assert AuditEvent.objects.filter(action="flag.decide", subject_id=flag.pk).exists()
-    if outcome != Flag.REJECTED:
+    if outcome != Flag.Outcome.REJECTED:
         assert AuditEvent.objects.filter(subject_type="result", subject_id=acme.pk,
                                          action__in=["result.rescale", "result.division", "result.withdraw"]).exists()
 
@@ -170,10 +170,10 @@ def test_fixed_needs_a_resubmission_and_scaled_needs_a_factor(review) -> None:
     flag = Flag.objects.create(round=round_, result=acme, raised_by=people.carol,
                                raised_by_organization=people.zeta, rule="rcp", description="too fast")
     chair = _client(people.chair)
-    chair.post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.FIXED})
-    chair.post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.SCALED})
+    chair.post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.Outcome.FIXED})
+    chair.post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.Outcome.SCALED})
     flag.refresh_from_db()
-    assert flag.state == Flag.OPEN
+    assert flag.state == Flag.State.OPEN
 
 
 def test_only_the_right_people_may_raise_answer_and_decide(review) -> None:
@@ -186,10 +186,10 @@ def test_only_the_right_people_may_raise_answer_and_decide(review) -> None:
     assert Flag.objects.count() == 0
     flag = Flag.objects.create(round=round_, result=acme, raised_by=people.carol,
                                raised_by_organization=people.zeta, rule="rcp", description="too fast")
-    _client(people.carol).post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.REJECTED})  # not a chair
+    _client(people.carol).post(f"/flags/{flag.pk}/decision/", {"outcome": Flag.Outcome.REJECTED})  # not a chair
     _client(people.carol).post(f"/flags/{flag.pk}/comment/", {"body": "private?", "private": "on"})  # not a chair
     flag.refresh_from_db()
-    assert flag.state == Flag.OPEN and flag.comments.count() == 0
+    assert flag.state == Flag.State.OPEN and flag.comments.count() == 0
 
 
 def test_flags_are_raised_only_during_review(review) -> None:
@@ -243,7 +243,8 @@ def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_com
     with django_capture_on_commit_callbacks(execute=True), archive.open("rb") as handle:
         alice.post(f"/results/{acme.pk}/borrow/?source={zeta.pk}", {"source": zeta.pk, "bundle": handle})
     borrowing = Borrowing.objects.get()
-    assert borrowing.state == Borrowing.ACCEPTED, list(borrowing.result.findings.values_list("message", flat=True))
+    assert borrowing.state == Borrowing.State.ACCEPTED, list(borrowing.result.findings.values_list("message",
+                                                                                                   flat=True))
     new = Result.objects.current().get(organization=people.acme)
     assert new.borrowed_from == zeta and new.pk != acme.pk
     assert "Hyperparameters borrowed from" in alice.get(f"/results/{new.pk}/").content.decode()
@@ -265,7 +266,7 @@ def test_a_borrowing_that_changes_the_system_description_is_refused_and_the_entr
         _client(people.alice).post(f"/results/{acme.pk}/borrow/?source={zeta.pk}",
                                    {"source": zeta.pk, "bundle": handle})
     borrowing = Borrowing.objects.get()
-    assert borrowing.state == Borrowing.REFUSED
+    assert borrowing.state == Borrowing.State.REFUSED
     assert borrowing.result.findings.filter(checker="borrowing", rule="system-description").exists()
     current = Result.objects.current().get(organization=people.acme)
     assert current.pk == acme.pk and current.borrowed_from is None  # the entry stands as it was

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -88,6 +89,8 @@ class Request:
 
     @property
     def kind(self) -> str:
+        if self.method == "GET":
+            return "attempt"  # reading an attempt's verdict
         return self.path.rstrip("/").rsplit("/", 1)[-1]  # claim, heartbeat, log or complete
 
     def json(self) -> Any:
@@ -103,6 +106,9 @@ class Answer:
 
 DROP = Answer(status=0)  # close the connection without answering
 OK_BEAT = Answer(200, {"lease_seconds": 60, "cancel": False})
+AWAITING = {"attempt": 11, "outcome": "finished", "judgement": "awaiting", "job_state": "judging", "verdict": None}
+JUDGED = {"attempt": 11, "outcome": "finished", "judgement": "judged", "job_state": "reproduced",
+          "verdict": "reproduced", "reason": ""}
 Responder = Callable[[Request], Answer]
 
 
@@ -111,12 +117,14 @@ class FakePodium:
 
     def __init__(self, port: int = 0) -> None:
         self.requests: list[Request] = []
-        self.script: dict[str, list[Answer]] = {"claim": [], "heartbeat": [], "log": [], "complete": []}
+        self.script: dict[str, list[Answer]] = {"claim": [], "heartbeat": [], "log": [], "complete": [],
+                                                "attempt": []}
         self.responders: dict[str, Responder] = {
             "claim": lambda r: Answer(204),
             "heartbeat": lambda r: OK_BEAT,
             "log": lambda r: Answer(200, {"sha256": hashlib.sha256(r.body).hexdigest(), "bytes": len(r.body)}),
             "complete": lambda r: Answer(200, {"job_state": "succeeded", "verdict": None}),
+            "attempt": lambda r: Answer(200, JUDGED),
         }
         lock = threading.Lock()
         fake = self
@@ -142,7 +150,7 @@ class FakePodium:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_POST = do_PUT = _answer
+            do_POST = do_PUT = do_GET = _answer
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -356,6 +364,40 @@ def test_the_job_gets_a_minimal_environment_without_the_runner_token(podium, clo
     assert set(env_line.removeprefix("ENV=").split(",")) - {"LC_CTYPE"} == {
         "PATH", "HOME", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTHONPATH", "PYTHONUNBUFFERED"}
     assert f"HOME={tmp_path / 'work' / 'job-1-attempt-11'}" in lines
+
+
+def test_the_verdict_judged_after_the_completion_is_read_from_the_attempt(podium, clock, tmp_path,
+                                                                          caplog) -> None:
+    caplog.set_level(logging.INFO, logger="runner_agent")
+    podium.script["claim"] = [claim_answer()]
+    podium.script["complete"] = [Answer(200, AWAITING)]
+    podium.script["attempt"] = [Answer(503), Answer(200, {**AWAITING, "judgement": "judging"}), Answer(200, JUDGED)]
+    timing = replace(FAST, verdict_poll_first_s=0.01, verdict_poll_max_s=0.02)
+
+    assert main(agent_args(podium.url, tmp_path), clock=clock, timing=timing) == 0
+
+    assert [r.kind for r in podium.requests if r.kind != "heartbeat"] == [
+        "claim", "log", "complete", "attempt", "attempt", "attempt"]
+    reads = podium.of("attempt")
+    assert all(r.path == "/api/agent/v1/attempts/11" and r.headers["X-Attempt-Secret"] == SECRET for r in reads)
+    assert "attempt 11 reported finished; the server is judging it" in caplog.text
+    assert "attempt 11 judged: job reproduced, verdict reproduced" in caplog.text
+    assert not (tmp_path / "work" / "job-1-attempt-11").exists()
+
+
+@pytest.mark.parametrize("answer", [Answer(200, AWAITING), Answer(404, {"detail": "No such attempt."})])
+def test_a_verdict_that_does_not_come_costs_the_agent_nothing(podium, clock, tmp_path, caplog, answer) -> None:
+    podium.script["claim"] = [claim_answer()]
+    podium.script["complete"] = [Answer(200, AWAITING)]
+    podium.responders["attempt"] = lambda r: answer
+    timing = replace(FAST, verdict_poll_first_s=0.01, verdict_poll_max_s=0.02, verdict_wait_s=0.2)
+
+    assert main(agent_args(podium.url, tmp_path), clock=clock, timing=timing) == 0
+
+    assert completion(podium)["outcome"] == "finished" and podium.of("attempt")
+    said = "no verdict after 0.2 s; the job's page will show it" if answer.status == 200 else "(404: No such attempt.)"
+    assert said in caplog.text
+    assert not (tmp_path / "work" / "job-1-attempt-11").exists()
 
 
 def test_a_crashing_job_completes_failed_with_its_output_tail(podium, clock, tmp_path) -> None:
@@ -744,13 +786,14 @@ def test_a_beat_carries_the_newest_200_lines_keeping_mllog_lines_first() -> None
     assert lines.unsent()[0] == ["one more"]
 
 
-def test_the_agent_needs_nothing_beyond_the_standard_library() -> None:
+def test_the_agent_needs_nothing_beyond_the_standard_library_and_core_http() -> None:
     # -S: no site-packages at all, as on a GPU host that has only a Python.
     ran = subprocess.run([sys.executable, "-S", "-c", "import sys, runner_agent.cli; "
-                          "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))"],
+                          "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names))); "
+                          "print(sorted(m for m in sys.modules if m.split('.')[0] == 'core'))"],
                          cwd=ROOT, capture_output=True, text=True, check=True)
 
-    assert ran.stdout.strip() == "['__main__', 'runner_agent']"
+    assert ran.stdout.splitlines() == ["['__main__', 'core', 'runner_agent']", "['core', 'core.http']"]
 
 
 def test_usage() -> None:

@@ -7,6 +7,7 @@ import hashlib
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import TestCase
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -42,7 +43,7 @@ def _result(accelerators: int = 8, model: str = "NVIDIA H100-SXM5-80GB") -> Resu
 
 
 def _agent(operator, name: str = "runner-1") -> tuple[APIClient, object]:
-    runner, token = services.runner_create(name=name, created_by=operator)
+    runner, token = services.runner_create(name=name, actor=operator)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client, runner
@@ -59,26 +60,34 @@ def _beat(client: APIClient, claim: dict, **body):
                        format="json", HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
 
 
-def _complete(client: APIClient, claim: dict, outcome: str = "failed", **extra):
-    return client.post(f"/api/agent/v1/attempts/{claim['attempt']['id']}/complete",
-                       {"outcome": outcome, "exit_code": 1, "output_tail": "boom", **extra}, format="json",
-                       HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
+def _complete(client: APIClient, claim: dict, outcome: str = "failed", *, judge: bool = True, **extra):
+    """Complete the attempt; with `judge`, the judging task queued on commit runs too (eagerly, as without a
+    broker: the test's transaction never commits, so the callbacks are run by hand)."""
+    with TestCase.captureOnCommitCallbacks(execute=judge):
+        return client.post(f"/api/agent/v1/attempts/{claim['attempt']['id']}/complete",
+                           {"outcome": outcome, "exit_code": 1, "output_tail": "boom", **extra}, format="json",
+                           HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
+
+
+def _read(client: APIClient, claim: dict):
+    return client.get(f"/api/agent/v1/attempts/{claim['attempt']['id']}",
+                      HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
 
 
 def test_a_claim_leases_a_job_the_runner_can_serve(operator) -> None:
-    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator)
+    job = services.job_create(result=_result(), kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     client, _ = _agent(operator)
     claim = _claim(client, CPU)
     assert claim["job"]["id"] == job.pk and claim["job"]["module"] == "podium_reference.digits"
     assert claim["job"]["config"]["opt_base_learning_rate"] == 0.003 and claim["job"]["config"]["seed"] == 1
     assert claim["attempt"]["number"] == 1 and claim["assignment"]["accelerator_indexes"] == []
     job.refresh_from_db()
-    assert job.state == ReproductionJob.LEASED
+    assert job.state == ReproductionJob.State.LEASED
     assert _claim(client, CPU) is None  # nothing else queued: 204
 
 
 def test_timing_jobs_go_only_to_a_runner_like_the_system(operator) -> None:
-    services.job_create(result=_result(accelerators=8), kind=ReproductionJob.TIMING, user=operator)
+    services.job_create(result=_result(accelerators=8), kind=ReproductionJob.Kind.TIMING, actor=operator)
     cpu, _ = _agent(operator, "cpu")
     assert _claim(cpu, CPU) is None
     small = dict(GPU8, accelerators={**GPU8["accelerators"], "count": 4, "indexes": [0, 1, 2, 3]},
@@ -92,11 +101,11 @@ def test_timing_jobs_go_only_to_a_runner_like_the_system(operator) -> None:
 
 def test_small_jobs_are_packed_onto_free_accelerators_biggest_first(operator) -> None:
     result = _result(accelerators=8)
-    one = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    one = services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     ReproductionJob.objects.filter(pk=one.pk).update(accelerator_count=1)
-    four = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    four = services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     ReproductionJob.objects.filter(pk=four.pk).update(accelerator_count=4)
-    three = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    three = services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     ReproductionJob.objects.filter(pk=three.pk).update(accelerator_count=3)
     client, _ = _agent(operator)
     first = _claim(client, GPU8)
@@ -108,7 +117,7 @@ def test_small_jobs_are_packed_onto_free_accelerators_biggest_first(operator) ->
 
 
 def test_heartbeats_extend_the_lease_keep_the_log_tail_and_carry_cancel(operator) -> None:
-    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator)
+    job = services.job_create(result=_result(), kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     client, _ = _agent(operator)
     claim = _claim(client, CPU)
     before = Attempt.objects.get().lease_expires_at
@@ -117,13 +126,13 @@ def test_heartbeats_extend_the_lease_keep_the_log_tail_and_carry_cancel(operator
     attempt = Attempt.objects.get()
     assert attempt.lease_expires_at >= before and "run_start" in attempt.log_tail and attempt.progress == 0.5
     job.refresh_from_db()
-    assert job.state == ReproductionJob.RUNNING
-    services.job_cancel(job=job, user=operator)
+    assert job.state == ReproductionJob.State.RUNNING
+    services.job_cancel(job=job, actor=operator)
     assert _beat(client, claim).json()["cancel"] is True
 
 
 def test_complete_is_idempotent_and_a_late_report_from_an_old_attempt_gets_409(operator) -> None:
-    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator, max_attempts=3)
+    job = services.job_create(result=_result(), kind=ReproductionJob.Kind.CONVERGENCE, actor=operator, max_attempts=3)
     client, _ = _agent(operator)
     first = _claim(client, CPU)
     # Attempt 1 goes silent: its lease expires, the sweeper re-queues the job as attempt 2.
@@ -134,26 +143,31 @@ def test_complete_is_idempotent_and_a_late_report_from_an_old_attempt_gets_409(o
     assert _beat(client, first).status_code == 409
     assert _complete(client, first).status_code == 409
     done = _complete(client, second)
-    again = _complete(client, second)
-    assert done.status_code == again.status_code == 200 and done.json() == again.json()
+    again = _complete(client, second, "finished", exit_code=0)  # whatever its body: changes nothing
+    assert done.status_code == again.status_code == 200
+    assert (done.json()["judgement"], done.json()["job_state"]) == ("awaiting", "judging")
+    assert again.json() == _read(client, second).json() == {
+        "attempt": second["attempt"]["id"], "outcome": "failed", "judgement": "judged", "job_state": "failed",
+        "verdict": None, "reason": "the job failed (exit code 1)"}
     job.refresh_from_db()
-    assert job.state == ReproductionJob.FAILED and job.attempts.count() == 2
+    assert job.state == ReproductionJob.State.FAILED and job.attempts.count() == 2
+    assert job.attempts.get(number=2).judging_tries == 1
 
 
 def test_expired_leases_give_up_after_the_maximum_attempts(operator) -> None:
-    job = services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator, max_attempts=2)
+    job = services.job_create(result=_result(), kind=ReproductionJob.Kind.CONVERGENCE, actor=operator, max_attempts=2)
     client, _ = _agent(operator)
     for _ in range(2):
         claim = _claim(client, CPU)
         Attempt.objects.filter(pk=claim["attempt"]["id"]).update(lease_expires_at=timezone.now())
         services.attempts_sweep(now=timezone.now() + datetime.timedelta(seconds=1))
     job.refresh_from_db()
-    assert job.state == ReproductionJob.FAILED and "platform" in job.failure_reason
+    assert job.state == ReproductionJob.State.FAILED and "platform" in job.failure_reason
     assert Result.objects.get(pk=job.result_id).reproduction == "failed"
 
 
 def test_the_log_upload_checks_its_sha256(operator) -> None:
-    services.job_create(result=_result(), kind=ReproductionJob.CONVERGENCE, user=operator)
+    services.job_create(result=_result(), kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     client, _ = _agent(operator)
     claim = _claim(client, CPU)
     url = f"/api/agent/v1/attempts/{claim['attempt']['id']}/log"
@@ -169,7 +183,7 @@ def test_the_log_upload_checks_its_sha256(operator) -> None:
 def test_an_attempt_secret_is_refused_for_another_attempt(operator) -> None:
     result = _result()
     for _ in range(2):
-        services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+        services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     client, _ = _agent(operator)
     one, two = _claim(client, CPU), _claim(client, CPU)
     crossed = client.post(f"/api/agent/v1/attempts/{two['attempt']['id']}/heartbeat", {"log_lines": []},
@@ -200,4 +214,4 @@ def test_a_revoked_runner_token_is_refused(operator) -> None:
 def test_only_benchmarks_with_a_runnable_implementation_can_be_reproduced(operator) -> None:
     result = ResultFactory()
     with pytest.raises(services.JobError, match="no runnable implementation"):
-        services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+        services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)

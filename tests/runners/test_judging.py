@@ -13,9 +13,9 @@ from django.utils import timezone
 from rest_framework.throttling import ScopedRateThrottle
 
 from ingest.models import Result
-from runners import services
+from runners import judging, services
 from runners.models import Attempt, ReproductionJob
-from tests.runners.test_agent_api import CPU, GPU8, _agent, _claim, _complete, _result
+from tests.runners.test_agent_api import CPU, GPU8, _agent, _claim, _complete, _read, _result
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +38,7 @@ def _log(seed: int, batch: int = 64) -> bytes:
 
 
 def _finish(client, claim: dict, data: bytes, *, sha256: str | None = None) -> dict:
+    """Upload the log and complete; the judging task runs; the attempt as the agent then reads it."""
     secret = claim["attempt"]["secret"]
     url = f"/api/agent/v1/attempts/{claim['attempt']['id']}"
     digest = hashlib.sha256(data).hexdigest()
@@ -45,7 +46,9 @@ def _finish(client, claim: dict, data: bytes, *, sha256: str | None = None) -> d
                       HTTP_X_CONTENT_SHA256=digest).status_code == 200
     done = _complete(client, claim, "finished", exit_code=0, log_sha256=sha256 or digest)
     assert done.status_code == 200, done.content
-    return done.json()
+    read = _read(client, claim)
+    assert read.status_code == 200, read.content
+    return read.json()
 
 
 @pytest.mark.parametrize(("data", "sha256", "why"), [
@@ -55,42 +58,42 @@ def _finish(client, claim: dict, data: bytes, *, sha256: str | None = None) -> d
     (_log(seed=1), "f" * 64, "the completion names another log than the one uploaded"),
 ])
 def test_a_log_that_is_not_this_job_s_run_fails_the_job_without_a_verdict(operator, data, sha256, why) -> None:
-    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                              user=operator)
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     client, _ = _agent(operator)
     answer = _finish(client, _claim(client, CPU), data, sha256=sha256)
     job.refresh_from_db()
-    assert (answer["job_state"], answer["verdict"]) == ("failed", None)
-    assert job.state == ReproductionJob.FAILED and why in job.failure_reason
+    assert (answer["judgement"], answer["job_state"], answer["verdict"]) == ("judged", "failed", None)
+    assert job.state == ReproductionJob.State.FAILED and why in job.failure_reason and why in answer["reason"]
 
 
 def test_a_cancel_whose_runner_went_silent_ends_cancelled(operator) -> None:
-    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                              user=operator, max_attempts=3)
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator, max_attempts=3)
     client, _ = _agent(operator)
     claim = _claim(client, CPU)
-    services.job_cancel(job=job, user=operator)
+    services.job_cancel(job=job, actor=operator)
     Attempt.objects.filter(pk=claim["attempt"]["id"]).update(lease_expires_at=timezone.now())
     assert services.attempts_sweep(now=timezone.now() + datetime.timedelta(seconds=1)) == [job.pk]
     job.refresh_from_db()
-    assert job.state == ReproductionJob.CANCELLED and job.finished_at is not None
+    assert job.state == ReproductionJob.State.CANCELLED and job.finished_at is not None
     assert _claim(client, CPU) is None
 
 
 def test_a_claim_finds_a_fitting_job_behind_a_long_queue_of_others(operator) -> None:
     gpu_result = _result()  # 8 H100s
     for _ in range(services.CLAIM_PAGE + 20):  # timing jobs only an 8-GPU H100 runner can take
-        services.job_create(result=gpu_result, kind=ReproductionJob.TIMING, user=operator)
-    tiny = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                               user=operator)
+        services.job_create(result=gpu_result, kind=ReproductionJob.Kind.TIMING, actor=operator)
+    tiny = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                               actor=operator)
     four_a100 = {**GPU8, "accelerators": {**GPU8["accelerators"], "model": "NVIDIA A100-SXM4-80GB"}}
     client, _ = _agent(operator)
     assert _claim(client, four_a100)["job"]["id"] == tiny.pk
 
 
 def test_a_claim_puts_expired_leases_back_without_celery_beat(operator) -> None:
-    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                              user=operator)
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     gone, _ = _agent(operator)
     first = _claim(gone, CPU)
     Attempt.objects.filter(pk=first["attempt"]["id"]).update(lease_expires_at=timezone.now())
@@ -100,7 +103,7 @@ def test_a_claim_puts_expired_leases_back_without_celery_beat(operator) -> None:
 
 
 def test_nvidia_smi_names_meet_mlperf_names_for_timing(operator) -> None:
-    job = services.job_create(result=_result(), kind=ReproductionJob.TIMING, user=operator)  # H100-SXM5-80GB
+    job = services.job_create(result=_result(), kind=ReproductionJob.Kind.TIMING, actor=operator)  # H100-SXM5-80GB
     smi = {**GPU8, "accelerators": {**GPU8["accelerators"], "model": "NVIDIA H100 80GB HBM3"}}
     client, _ = _agent(operator)
     assert _claim(client, smi)["job"]["id"] == job.pk
@@ -108,16 +111,16 @@ def test_nvidia_smi_names_meet_mlperf_names_for_timing(operator) -> None:
 
 def test_a_judged_verdict_outranks_later_failures_on_the_badge(operator) -> None:
     result = _result(accelerators=0, model="")
-    judged = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
-    failed = services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    judged = services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
+    failed = services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     now = timezone.now()
-    ReproductionJob.objects.filter(pk=judged.pk).update(state=ReproductionJob.MISMATCH, finished_at=now)
-    ReproductionJob.objects.filter(pk=failed.pk).update(state=ReproductionJob.FAILED,
+    ReproductionJob.objects.filter(pk=judged.pk).update(state=ReproductionJob.State.MISMATCH, finished_at=now)
+    ReproductionJob.objects.filter(pk=failed.pk).update(state=ReproductionJob.State.FAILED,
                                                         finished_at=now + datetime.timedelta(minutes=1))
-    services._update_result_badge(result.pk)
+    judging.result_badge_update(result_id=result.pk)
     assert Result.objects.get(pk=result.pk).reproduction == "mismatch"
     ReproductionJob.objects.filter(pk=judged.pk).delete()
-    services._update_result_badge(result.pk)
+    judging.result_badge_update(result_id=result.pk)
     assert Result.objects.get(pk=result.pk).reproduction == "failed"
 
 

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from ingest.models import AuditEvent
+from accounts.models import AuditEvent
 from runners import services
 from runners.models import Attempt, ReproductionJob, Runner
 from tests.runners.test_agent_api import CPU, _agent, _claim, _complete, _result
@@ -60,8 +60,8 @@ def test_a_new_token_replaces_the_old_and_is_shown_once(operator, web) -> None:
 
 
 def test_cancel_goes_back_only_to_a_page_of_this_site(operator, web) -> None:
-    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                              user=operator)
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     response = web.post(f"/operators/jobs/{job.pk}/cancel/", {"next": "https://evil.example/"})
     assert response.status_code == 302 and response["Location"] == job.get_absolute_url()
     retried = web.post(f"/operators/jobs/{job.pk}/retry/", {"next": "/operators/runners/"})
@@ -69,8 +69,8 @@ def test_cancel_goes_back_only_to_a_page_of_this_site(operator, web) -> None:
 
 
 def test_the_job_page_shows_why_an_attempt_failed(operator, web) -> None:
-    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.TIMING,
-                              user=operator)
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.TIMING,
+                              actor=operator)
     client, _ = _agent(operator)
     _complete(client, _claim(client, CPU), exit_code=1, output_tail="Traceback\nRuntimeError: CUDA out of memory")
     page = web.get(job.get_absolute_url()).content.decode()

@@ -22,12 +22,12 @@ def operator():
 
 
 def test_anyone_reads_the_reproductions_of_published_results_only(operator) -> None:
-    public = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                                 user=operator)
+    public = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                                 actor=operator)
     embargoed_result = _result(accelerators=0, model="")
     embargoed_result.round.publication_date = timezone.now() + datetime.timedelta(days=3)
     embargoed_result.round.save()
-    embargoed = services.job_create(result=embargoed_result, kind=ReproductionJob.CONVERGENCE, user=operator)
+    embargoed = services.job_create(result=embargoed_result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     client, _ = _agent(operator)
     claim = _claim(client, CPU)
     assert claim["job"]["id"] == public.pk
@@ -48,8 +48,8 @@ def test_anyone_reads_the_reproductions_of_published_results_only(operator) -> N
 
 
 def test_filters_narrow_the_list_and_bad_ones_say_why(operator) -> None:
-    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.CONVERGENCE,
-                              user=operator)
+    job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     api = APIClient()
     assert [j["id"] for j in api.get(f"/api/v1/reproductions/?result={job.result_id}&state=queued").json()] == [
         job.pk]

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from ingest.models import Organization, Result, Round
+from accounts.models import Organization
+from catalog.services import extension_benchmark_add
+from ingest.models import Result, Round
 from ingest.services.submissions import submission_upload
-from leaderboard.services import extension_benchmark_add
 from runners import services
 from runners.models import Attempt, ReproductionJob
 from tests.people import make_people, open_round, set_phase, tar_gz_of
@@ -64,7 +65,7 @@ def setup(reference_bundles, tmp_path, reference_available):
     def submit(kind: str, organization: Organization) -> Result:
         archive = tmp_path / f"{kind}.tar.gz"
         archive.write_bytes(tar_gz_of(reference_bundles[kind]))
-        submission_upload(user=people.alice, organization=organization, round_=round_, archive=archive,
+        submission_upload(actor=people.alice, organization=organization, round=round_, archive=archive,
                           original_name=archive.name)
         return Result.objects.current().get(organization=organization, benchmark_key="podium_digits")
 
@@ -76,9 +77,9 @@ def test_an_agent_reproduces_a_result_and_a_far_off_claim_is_a_mismatch(setup, s
     honest = submit("honest", people.acme)
     claimed = submit("claimed", people.zeta)
     assert honest.verdict == claimed.verdict == "verified" and claimed.score > 10 * honest.score
-    converge = services.job_create(result=honest, kind=ReproductionJob.CONVERGENCE, user=operator)
-    timing = services.job_create(result=claimed, kind=ReproductionJob.TIMING, user=operator)
-    _, token = services.runner_create(name="cpu-runner", created_by=operator)
+    converge = services.job_create(result=honest, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
+    timing = services.job_create(result=claimed, kind=ReproductionJob.Kind.TIMING, actor=operator)
+    _, token = services.runner_create(name="cpu-runner", actor=operator)
     agent = start_agent(token, "cpu-runner")
 
     def both_done() -> bool:
@@ -87,50 +88,52 @@ def test_an_agent_reproduces_a_result_and_a_far_off_claim_is_a_mismatch(setup, s
     _wait(both_done, 120, f"both jobs to end; agent said:\n{agent.output()[-3000:]}")
     converge.refresh_from_db()
     timing.refresh_from_db()
-    assert converge.state == ReproductionJob.REPRODUCED, converge.verdict_detail
+    assert converge.state == ReproductionJob.State.REPRODUCED, converge.verdict_detail
     assert converge.verdict_detail["epochs"] <= converge.verdict_detail["allowed_epochs"]
-    assert timing.state == ReproductionJob.MISMATCH, timing.verdict_detail
+    assert timing.state == ReproductionJob.State.MISMATCH, timing.verdict_detail
     assert timing.verdict_detail["minutes"] < timing.verdict_detail["score"] / 5
     assert Result.objects.get(pk=honest.pk).reproduction == "reproduced"
     assert Result.objects.get(pk=claimed.pk).reproduction == "mismatch"
     attempt = converge.attempts.get()
-    assert attempt.outcome == Attempt.FINISHED and attempt.log_sha256 and ":::MLLOG" in attempt.log_tail
+    assert attempt.outcome == Attempt.Outcome.FINISHED and attempt.log_sha256 and ":::MLLOG" in attempt.log_tail
     job_url = f"{server.url}/reproductions/{timing.pk}/"
     with pytest.raises(urllib.error.HTTPError) as embargoed:  # the round is not published yet
         urllib.request.urlopen(job_url)
     assert embargoed.value.code == 404
-    set_phase(honest.round, Round.PUBLISHED)
+    set_phase(honest.round, Round.Phase.PUBLISHED)
     page = urllib.request.urlopen(job_url).read().decode()
     assert "Mismatch" in page and "tolerance" in page
 
 
 def test_a_killed_agent_loses_its_lease_and_another_finishes_as_attempt_2(setup, server, start_agent) -> None:
     people, operator, submit = setup
-    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job",
                                                     config={**job.config, "sleep_seconds": 3})
-    _, token = services.runner_create(name="doomed", created_by=operator)
+    _, token = services.runner_create(name="doomed", actor=operator)
     doomed = start_agent(token, "doomed")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.RUNNING, 60, "the first agent")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, 60, "the first agent")
     doomed.kill()
     # Its lease runs out; the sweeper hands the job on as attempt 2.
     from tests.runners.conftest import expire_leases
 
     assert services.attempts_sweep(now=expire_leases()) == [job.pk]
-    _, token2 = services.runner_create(name="survivor", created_by=operator)
+    _, token2 = services.runner_create(name="survivor", actor=operator)
     start_agent(token2, "survivor", "--once")
     _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "the second agent")
     job.refresh_from_db()
     first, second = job.attempts.order_by("number")
-    assert (first.outcome, second.outcome) == (Attempt.EXPIRED, Attempt.FINISHED)
+    assert (first.outcome, second.outcome) == (Attempt.Outcome.EXPIRED, Attempt.Outcome.FINISHED)
     assert (first.runner.name, second.runner.name) == ("doomed", "survivor")
-    assert job.state == ReproductionJob.REPRODUCED
+    assert job.state == ReproductionJob.State.REPRODUCED
 
 
 def test_a_late_report_from_an_expired_attempt_gets_409(setup, server, start_agent) -> None:
     people, operator, submit = setup
-    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
-    _, silent_token = services.runner_create(name="silent", created_by=operator)
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
+    _, silent_token = services.runner_create(name="silent", actor=operator)
 
     def call(path: str, body: dict, secret: str = "") -> int:
         request = urllib.request.Request(f"{server.url}/api/agent/v1/{path}", data=json.dumps(body).encode(),
@@ -148,53 +151,55 @@ def test_a_late_report_from_an_expired_attempt_gets_409(setup, server, start_age
     from tests.runners.conftest import expire_leases
 
     services.attempts_sweep(now=expire_leases())
-    _, token = services.runner_create(name="next", created_by=operator)
+    _, token = services.runner_create(name="next", actor=operator)
     start_agent(token, "next", "--once")
     _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "attempt 2")
     late = call(f"attempts/{attempt['id']}/complete", {"outcome": "finished", "exit_code": 0}, attempt["secret"])
     assert late == 409
     job.refresh_from_db()
-    assert job.state == ReproductionJob.REPRODUCED and job.current_attempt.number == 2
+    assert job.state == ReproductionJob.State.REPRODUCED and job.current_attempt.number == 2
 
 
 def test_the_agent_rides_out_a_server_restart(setup, server, start_agent) -> None:
     people, operator, submit = setup
-    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job",
                                                     config={**job.config, "sleep_seconds": 4})
-    _, token = services.runner_create(name="patient", created_by=operator)
+    _, token = services.runner_create(name="patient", actor=operator)
     start_agent(token, "patient", "--once")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.RUNNING, 60, "the job to run")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, 60, "the job to run")
     server.stop()
     time.sleep(2)  # the job goes on; heartbeats fail and are retried
     server.start()
     _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "the job to end after the restart")
     job.refresh_from_db()
-    assert job.state == ReproductionJob.REPRODUCED and job.attempts.count() == 1
+    assert job.state == ReproductionJob.State.REPRODUCED and job.attempts.count() == 1
 
 
 def test_a_job_past_its_time_limit_is_stopped_and_marked(setup, server, start_agent) -> None:
     people, operator, submit = setup
-    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.CONVERGENCE, user=operator)
+    job = services.job_create(result=submit("honest", people.acme), kind=ReproductionJob.Kind.CONVERGENCE,
+                              actor=operator)
     ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job", time_limit_seconds=2,
                                                     config={**job.config, "sleep_seconds": 60})
-    _, token = services.runner_create(name="strict", created_by=operator)
+    _, token = services.runner_create(name="strict", actor=operator)
     start_agent(token, "strict", "--once")
     _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 60, "the time limit")
     job.refresh_from_db()
-    assert job.state == ReproductionJob.FAILED and "time limit" in job.failure_reason
-    assert job.attempts.get().outcome == Attempt.TIMEOUT
+    assert job.state == ReproductionJob.State.FAILED and "time limit" in job.failure_reason
+    assert job.attempts.get().outcome == Attempt.Outcome.TIMEOUT
 
 
 def test_two_agents_never_run_the_same_attempt(setup, server, start_agent) -> None:
     people, operator, submit = setup
     result = submit("honest", people.acme)
-    jobs = [services.job_create(result=result, kind=ReproductionJob.CONVERGENCE, user=operator) for _ in range(6)]
+    jobs = [services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator) for _ in range(6)]
     for name in ("left", "right"):
-        _, token = services.runner_create(name=name, created_by=operator)
+        _, token = services.runner_create(name=name, actor=operator)
         start_agent(token, name)
     _wait(lambda: all(ReproductionJob.objects.get(pk=j.pk).is_final for j in jobs), 180, "six jobs on two agents")
     attempts = Attempt.objects.filter(job__in=jobs)
     assert attempts.count() == 6  # one attempt per job: no job was leased twice
-    assert all(a.outcome == Attempt.FINISHED for a in attempts)
+    assert all(a.outcome == Attempt.Outcome.FINISHED for a in attempts)
     assert {a.runner.name for a in attempts} <= {"left", "right"}

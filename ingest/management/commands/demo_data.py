@@ -14,9 +14,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.services import round_create
 from ingest.demo import write_demo_tree
 from ingest.importer import TreeImportError, import_tree
-from leaderboard.services import round_create
 
 
 class Command(BaseCommand):

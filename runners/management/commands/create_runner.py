@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest.models import Organization
+from accounts.models import Organization
 from runners import services
 from runners.models import Runner
 
@@ -35,5 +35,5 @@ class Command(BaseCommand):
             organization = Organization.objects.filter(slug=options["organization"]).first()
             if organization is None:
                 raise CommandError(f"no organization {options['organization']!r}")
-        _, token = services.runner_create(name=options["name"], created_by=user, organization=organization)
+        _, token = services.runner_create(name=options["name"], actor=user, organization=organization)
         self.stdout.write(token)

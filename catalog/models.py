@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import datetime
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -11,16 +13,16 @@ slug_with_dots = RegexValidator(
 
 
 class RoundQuerySet(models.QuerySet["Round"]):
-    def published(self, now: timezone.datetime | None = None) -> RoundQuerySet:
+    def published(self, now: datetime.datetime | None = None) -> RoundQuerySet:
         """Rounds whose results are public: the publication date has passed."""
         return self.filter(publication_date__lte=now or timezone.now())
 
-    def in_review(self, now: timezone.datetime | None = None) -> RoundQuerySet:
+    def in_review(self, now: datetime.datetime | None = None) -> RoundQuerySet:
         """Past the submission deadline, not yet published: submitters review each other."""
         now = now or timezone.now()
         return self.filter(submission_deadline__lte=now).exclude(publication_date__lte=now)
 
-    def open_for_uploads(self, now: timezone.datetime | None = None) -> RoundQuerySet:
+    def open_for_uploads(self, now: datetime.datetime | None = None) -> RoundQuerySet:
         now = now or timezone.now()
         return self.filter(submission_deadline__gt=now).exclude(publication_date__lte=now)
 
@@ -32,7 +34,12 @@ class Round(models.Model):
     → review (deadline passed, not yet published) → published → closed.
     """
 
-    DRAFT, OPEN, REVIEW, PUBLISHED, CLOSED = "draft", "open", "review", "published", "closed"
+    class Phase(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        OPEN = "open", "Open for uploads"
+        REVIEW = "review", "In review"
+        PUBLISHED = "published", "Published"
+        CLOSED = "closed", "Closed"
 
     slug = models.CharField(max_length=64, unique=True, validators=[slug_with_dots])
     name = models.CharField(max_length=120)
@@ -61,28 +68,26 @@ class Round(models.Model):
         major, minor, _ = self.ruleset.split(".")
         return f"v{major}.{minor}"
 
-    def is_published(self, now: timezone.datetime | None = None) -> bool:
+    def is_published(self, now: datetime.datetime | None = None) -> bool:
         return self.publication_date is not None and self.publication_date <= (now or timezone.now())
 
-    def phase(self, now: timezone.datetime | None = None) -> str:
+    def phase(self, now: datetime.datetime | None = None) -> str:
         now = now or timezone.now()
         if self.closes_at is not None and now >= self.closes_at:
-            return self.CLOSED
+            return self.Phase.CLOSED
         if self.is_published(now):
-            return self.PUBLISHED
+            return self.Phase.PUBLISHED
         if self.submission_deadline is not None:
-            return self.REVIEW if now >= self.submission_deadline else self.OPEN
-        return self.DRAFT
-
-    def accepts_uploads(self, now: timezone.datetime | None = None) -> bool:
-        return self.phase(now) == self.OPEN
+            return self.Phase.REVIEW if now >= self.submission_deadline else self.Phase.OPEN
+        return self.Phase.DRAFT
 
 
 class Benchmark(models.Model):
     """A benchmark as one round defines it: its quality target, run count and closed-division rules."""
 
-    HIGHER = "higher"
-    LOWER = "lower"
+    class Direction(models.TextChoices):
+        HIGHER = "higher", "higher is better"
+        LOWER = "lower", "lower is better"
 
     round = models.ForeignKey(Round, on_delete=models.CASCADE, related_name="benchmarks")
     key = models.CharField(max_length=40, help_text="mlperf-logging name, e.g. resnet")
@@ -94,7 +99,7 @@ class Benchmark(models.Model):
     quality_metric = models.CharField(max_length=120, blank=True)
     quality_target = models.FloatField(null=True, blank=True)
     target_direction = models.CharField(
-        max_length=8, choices=[(HIGHER, "higher is better"), (LOWER, "lower is better")], default=HIGHER
+        max_length=8, choices=Direction.choices, default=Direction.HIGHER
     )
     target_text = models.CharField(max_length=200, blank=True)
     required_runs = models.PositiveSmallIntegerField()

@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 from django.db import transaction
 
-from leaderboard.catalog_data import BenchmarkInfo, RoundInfo, load_catalog
-from leaderboard.models import Benchmark, Round
+from catalog.catalog_data import BenchmarkInfo, RoundInfo, load_catalog
+from catalog.models import Benchmark, Round
 
 # Publication is at the start of the day, UTC, unless an admin sets a time.
 _PUBLICATION_TIME = datetime.time(0, 0, tzinfo=datetime.UTC)
@@ -32,8 +32,8 @@ def benchmarks_sync(*, round: Round, benchmarks: list[BenchmarkInfo]) -> None:
 
 
 def extension_benchmark_add(*, round: Round, key: str) -> Benchmark:
-    """One of Podium's own benchmarks (engine/extensions) in a round, e.g. the reference benchmark."""
-    from ingest.engine.extensions import EXTENSIONS
+    """One of Podium's own benchmarks (catalog/extensions) in a round, e.g. the reference benchmark."""
+    from catalog.extensions import EXTENSIONS
 
     ext = EXTENSIONS[key]
     benchmark, _ = Benchmark.objects.update_or_create(round=round, key=key, defaults={
@@ -41,7 +41,7 @@ def extension_benchmark_add(*, round: Round, key: str) -> Benchmark:
         "quality_metric": ext.quality_metric, "quality_target": ext.quality_target, "target_direction": "higher",
         "target_text": ext.target_text, "required_runs": ext.required_runs, "olympic_k": ext.olympic_k,
         "modifiable_hyperparameters": list(ext.modifiable_hyperparameters),
-        "source": "Podium reference benchmark (podium_reference/, ingest/engine/extensions/)",
+        "source": "Podium reference benchmark (podium_reference/, catalog/extensions/)",
         "position": round.benchmarks.count(),
     })
     return benchmark

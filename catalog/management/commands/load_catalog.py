@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from leaderboard.services import catalog_sync
+from catalog.services import catalog_sync
 
 
 class Command(BaseCommand):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from mlperf_logging import benchmark_meta, compliance_checker
 
-from leaderboard.catalog_data import (
+from catalog.catalog_data import (
     DEFAULT_PATH,
     BenchmarkInfo,
     CatalogError,

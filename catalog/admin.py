@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from leaderboard.models import Benchmark, Round
+from catalog.models import Benchmark, Round
 
 
 class BenchmarkInline(admin.TabularInline):

@@ -1,0 +1,108 @@
+"""Who is looking: one object per request with the visitor's organizations by role, the rounds they chair
+and whether they are staff. Visibility, access checks and templates all read it, so "who is this?" is
+answered once per request (two queries) instead of by every helper that needs a part of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.http import HttpRequest, HttpResponse
+from django.utils.functional import SimpleLazyObject
+
+from accounts.models import Membership
+from core.errors import Forbidden
+
+# Whoever is behind a request: a signed-in user or an anonymous visitor.
+Visitor = User | AnonymousUser
+_CACHE_ATTRIBUTE = "_podium_viewer"
+
+
+@dataclass(frozen=True)
+class Viewer:
+    user: Visitor
+    is_authenticated: bool = False
+    is_staff: bool = False
+    roles: dict[int, frozenset[str]] = field(default_factory=dict)  # organization id → roles held there
+    chaired_round_ids: frozenset[int] = frozenset()
+
+    @property
+    def pk(self) -> int | None:
+        return self.user.pk if self.is_authenticated else None
+
+    def organization_ids(self, roles: Iterable[str] | None = None) -> frozenset[int]:
+        """Organizations the visitor belongs to, or holds one of `roles` in."""
+        if roles is None:
+            return frozenset(self.roles)
+        wanted = set(roles)
+        return frozenset(org for org, held in self.roles.items() if held & wanted)
+
+    def has_role(self, organization_id: int | None, roles: Iterable[str]) -> bool:
+        return bool(self.roles.get(organization_id or 0, frozenset()) & set(roles))
+
+    def is_member(self, organization_id: int | None) -> bool:
+        return (organization_id or 0) in self.roles
+
+    def chairs(self, round_id: int) -> bool:
+        """A chair of the round; site staff may act as the chair of any round."""
+        return self.is_staff or round_id in self.chaired_round_ids
+
+
+ANONYMOUS = Viewer(user=AnonymousUser())
+
+
+def viewer_of(user: Visitor | Viewer) -> Viewer:
+    """The viewer for a user: the one ViewerMiddleware keeps on request.user for the request, or a
+    fresh one for a user object that did not come with a request (a command, a task, a test)."""
+    if isinstance(user, Viewer):
+        return user
+    cached: Viewer | None = getattr(user, _CACHE_ATTRIBUTE, None)
+    return cached if cached is not None else _compute(user)
+
+
+def _compute(user: Visitor) -> Viewer:
+    if not isinstance(user, User) or not user.is_authenticated:
+        return ANONYMOUS
+    roles: dict[int, set[str]] = {}
+    for organization_id, role in Membership.objects.filter(user=user).values_list("organization_id", "role"):
+        roles.setdefault(organization_id, set()).add(role)
+    viewer = Viewer(
+        user=user,
+        is_authenticated=True,
+        is_staff=user.is_staff,
+        roles={org: frozenset(held) for org, held in roles.items()},
+        chaired_round_ids=frozenset(user.chaired_rounds.values_list("pk", flat=True)),
+    )
+    return viewer
+
+
+class ViewerMiddleware:
+    """Computes the visitor's viewer at most once per request, on first use, and keeps it on
+    request.user (so every helper given request.user finds it) and as request.viewer."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = request.user
+        viewer = SimpleLazyObject(lambda: _compute(user))
+        setattr(user, _CACHE_ATTRIBUTE, viewer)
+        request.viewer = viewer  # type: ignore[attr-defined]
+        return self.get_response(request)
+
+
+def forget_viewer(user: Visitor) -> None:
+    """Drop a kept viewer after the user's memberships or chairs changed during the request."""
+    with contextlib.suppress(AttributeError):
+        delattr(user, _CACHE_ATTRIBUTE)
+
+
+def signed_in(request: HttpRequest) -> User:
+    """The user behind a request that must be signed in (behind login_required or IsAuthenticated)."""
+    user = request.user
+    if not isinstance(user, User) or not user.is_authenticated:
+        raise Forbidden("Sign in first.")
+    return user

@@ -1,0 +1,78 @@
+"""An upload as the web page, the API and the CLI hand it in: where it goes (round, organization) and
+what it is (a bundle, or a system JSON with result files), turned into one submission_upload call."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import UploadedFile
+
+from accounts.access import UPLOAD_ROLES, organizations_of
+from accounts.models import Organization
+from catalog.models import Round
+from ingest import storage
+from ingest.bundles import LooseFile
+from ingest.services.submissions import UploadOutcome, UploadRefused, submission_upload, submission_upload_files
+
+
+@dataclass(frozen=True)
+class UploadRequest:
+    round: str
+    organization: str = ""
+    bundle: UploadedFile | None = None
+    system: UploadedFile | None = None
+    results: tuple[UploadedFile, ...] = ()
+    benchmark: str | None = None
+
+
+def save_upload(upload: UploadedFile, directory: Path) -> Path:
+    """Write an uploaded file to disk in chunks (large bundles never sit in memory)."""
+    path = directory / "upload.bin"
+    with path.open("wb") as out:
+        for chunk in upload.chunks():
+            out.write(chunk)
+    return path
+
+
+def upload_target(*, actor: User, round_slug: str, organization_slug: str = ""
+                  ) -> tuple[Round, Organization]:
+    """The round and the organization an upload is for; the organization may be left out by someone who
+    submits for exactly one."""
+    round_ = Round.objects.filter(slug=round_slug).first()
+    if round_ is None:
+        raise UploadRefused(f"No round {round_slug!r}.")
+    choices = organizations_of(actor, UPLOAD_ROLES)
+    if organization_slug:
+        organization = choices.filter(slug=organization_slug).first()
+        if organization is None:
+            raise UploadRefused("You may not submit for this organization (or it does not exist).")
+        return round_, organization
+    options = list(choices[:2])
+    if len(options) != 1:
+        raise UploadRefused("You may not submit for any organization." if not options else
+                            "You submit for several organizations: name one.")
+    return round_, options[0]
+
+
+def upload_receive(*, actor: User, upload: UploadRequest) -> UploadOutcome:
+    if upload.bundle is not None and (upload.system is not None or upload.results):
+        raise UploadRefused("Send either a bundle or a system JSON with result files, not both.")
+    if upload.bundle is None and not (upload.system is not None and upload.results):
+        raise UploadRefused("Send a bundle (.tar.gz or .zip), or a system JSON and at least one result file.")
+    round_, organization = upload_target(actor=actor, round_slug=upload.round,
+                                         organization_slug=upload.organization)
+    if upload.bundle is not None:
+        with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
+            path = save_upload(upload.bundle, Path(tmp))
+            return submission_upload(actor=actor, organization=organization, round=round_, archive=path,
+                                     original_name=upload.bundle.name or "upload")
+    assert upload.system is not None
+    return submission_upload_files(
+        actor=actor, organization=organization, round=round_,
+        system_json=LooseFile(name=upload.system.name or "system.json", data=upload.system.read()),
+        result_files=[LooseFile(name=f.name or "result.txt", data=f.read()) for f in upload.results],
+        benchmark=upload.benchmark,
+    )
