@@ -1,6 +1,10 @@
 from django.contrib import admin
 
+from accounts.forms import ThrottledAdminAuthenticationForm
 from accounts.models import ApiToken, AuditEvent, Invitation, Membership, Organization
+
+# The admin's sign-in page shares the throttle and the message of the site's (accounts.throttles).
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 
 @admin.register(Organization)

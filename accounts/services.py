@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import datetime
+import re
 import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
+from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.tokens import default_token_generator
 from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 from django.utils.text import slugify
 
 from accounts.models import ApiToken, AuditEvent, Invitation, IssuedToken, Membership, Organization
 from accounts.viewer import forget_viewer
+from catalog.models import Round
 from core.errors import BadRequest
 
 # Who acts: a signed-in user, or the name of the process that acts on its own ("sweeper", a command).
@@ -157,3 +164,75 @@ def api_token_revoke(*, token: ApiToken, actor: User) -> ApiToken:
         audit_record(actor=actor, action="api_token.revoke", subject=token,
                      before={"revoked_at": None}, after={"revoked_at": token.revoked_at.isoformat()})
     return token
+
+
+# --- what operators do from the command line (docs/operating.md) -------------------------------------------
+
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,119}$")
+
+
+@transaction.atomic
+def organization_create(*, slug: str, name: str, actor: Actor) -> tuple[Organization, bool]:
+    """The organization `slug` named `name`: created, or found as it is (a second run changes nothing)."""
+    name = name.strip()
+    if not SLUG.match(slug):
+        raise BadRequest(f"{slug!r} is not a slug: lowercase letters, digits and hyphens, e.g. {slugify(name)!r}")
+    if not name or len(name) > 120:
+        raise BadRequest("the name must have 1 to 120 characters")
+    existing = Organization.objects.filter(slug=slug).first()
+    if existing is not None:
+        if existing.name != name:
+            raise BadRequest(f"organization {slug!r} exists with another name, {existing.name!r}")
+        return existing, False
+    if Organization.objects.filter(name=name).exists():
+        raise BadRequest(f"the name {name!r} belongs to another organization")
+    organization = Organization.objects.create(slug=slug, name=name)
+    audit_record(actor=actor, action="organization.create", subject=organization, after={"slug": slug, "name": name})
+    return organization, True
+
+
+@transaction.atomic
+def user_create(*, username: str, email: str, actor: Actor, password: str | None = None,
+                staff: bool = False) -> tuple[User, bool]:
+    """The user `username` with `email`: created (with `password`, or none usable until they set one), or
+    found as it is; an existing user is made staff when asked, never the reverse."""
+    validate_email(email)
+    existing = User.objects.filter(username=username).first()
+    if existing is not None:
+        if existing.email.lower() != email.lower():
+            raise BadRequest(f"user {username!r} exists with another e-mail address")
+        if staff and not existing.is_staff:
+            existing.is_staff = True
+            existing.save(update_fields=["is_staff"])
+            audit_record(actor=actor, action="user.staff", subject=existing, before={"is_staff": False},
+                         after={"is_staff": True})
+        return existing, False
+    if not re.fullmatch(r"[\w.@+-]{1,150}", username):
+        raise BadRequest(f"{username!r} is not a user name: letters, digits and @ . + - _ only")
+    if password is not None:
+        validate_password(password)
+    user = User.objects.create_user(username=username, email=email, password=password, is_staff=staff)
+    audit_record(actor=actor, action="user.create", subject=user, after={"username": username, "staff": staff})
+    return user, True
+
+
+def password_link_send(*, user: User, base_url: str) -> str:
+    """E-mail a link where the user sets a password (Django's reset confirmation page); returns it."""
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    link = f"{base_url}/accounts/reset/{uid}/{default_token_generator.make_token(user)}/"
+    send_mail(subject="[Podium] Set your password",
+              message=f"An account was created for you on Podium: {user.get_username()}.\n\n"
+                      f"Set your password here (the link works once):\n{link}\n",
+              from_email=None, recipient_list=[user.email])
+    return link
+
+
+@transaction.atomic
+def chair_add(*, round: Round, user: User, actor: Actor) -> bool:
+    """Make `user` a chair of `round`; False when they were one already."""
+    if round.chairs.filter(pk=user.pk).exists():
+        return False
+    round.chairs.add(user)
+    forget_viewer(user)
+    audit_record(actor=actor, action="round.chair", subject=round, after={"chair": user.get_username()})
+    return True

@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from accounts import views
 
@@ -10,4 +10,9 @@ urlpatterns = [
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
 ]
 
-auth_urlpatterns = [path("", include("django.contrib.auth.urls"))]
+auth_urlpatterns: list[URLPattern | URLResolver] = [
+    # Django's own pages, with the sign-in and reset throttles (accounts.throttles) on the two that need them.
+    path("login/", views.SignInView.as_view(), name="login"),
+    path("password_reset/", views.ResetPasswordView.as_view(), name="password_reset"),
+    path("", include("django.contrib.auth.urls")),
+]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView, PasswordResetView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -12,13 +15,51 @@ from django.views.decorators.http import require_POST
 
 from accounts import services
 from accounts.access import access_organization, organizations_of
-from accounts.forms import ApiTokenForm, InvitationForm, SignUpForm
+from accounts.forms import (
+    THROTTLED,
+    ApiTokenForm,
+    InvitationForm,
+    SignUpForm,
+    ThrottledAuthenticationForm,
+    ThrottledPasswordResetForm,
+)
 from accounts.models import ApiToken, Membership
 from accounts.viewer import signed_in
 from core import ratelimit
 from core.errors import Refusal
 
 TOKENS_PER_HOUR = 30
+
+
+def _throttled(form: Any) -> bool:
+    return any(error.code == THROTTLED for error in form.non_field_errors().as_data())
+
+
+class SignInView(LoginView):
+    """Django's sign-in page with the throttle of accounts.throttles: a refused attempt answers 429."""
+
+    authentication_form = ThrottledAuthenticationForm
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        response = super().form_invalid(form)
+        if _throttled(form):
+            response.status_code = 429
+        return response
+
+
+class ResetPasswordView(PasswordResetView):
+    """Django's password reset page, sending nothing once an address asked too often (429)."""
+
+    form_class = ThrottledPasswordResetForm
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        return {**super().get_form_kwargs(), "request": self.request}
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        response = super().form_invalid(form)
+        if _throttled(form):
+            response.status_code = 429
+        return response
 
 
 def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from catalog.models import Benchmark, Round
+from core.admin import BumpsGenerationAdmin
 
 
 class BenchmarkInline(admin.TabularInline):
@@ -10,7 +11,7 @@ class BenchmarkInline(admin.TabularInline):
 
 
 @admin.register(Round)
-class RoundAdmin(admin.ModelAdmin):
+class RoundAdmin(BumpsGenerationAdmin):
     list_display = ["slug", "name", "ruleset", "submission_deadline", "publication_date", "is_demo"]
     list_filter = ["is_demo", "ruleset"]
     search_fields = ["slug", "name"]

@@ -52,6 +52,7 @@ class Round(models.Model):
     closes_at = models.DateTimeField(null=True, blank=True, help_text="After this the round is closed to changes")
     chairs = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="chaired_rounds")
     source = models.TextField(blank=True, help_text="Where the round's facts come from")
+    deadline_source = models.TextField(blank=True, help_text="Where the submission deadline comes from")
     is_demo = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import datetime
+import zoneinfo
 from dataclasses import asdict
 
 from django.db import transaction
 
 from catalog.catalog_data import BenchmarkInfo, RoundInfo, load_catalog
 from catalog.models import Benchmark, Round
+from core.cache import bump_generation
 
 # Publication is at the start of the day, UTC, unless an admin sets a time.
 _PUBLICATION_TIME = datetime.time(0, 0, tzinfo=datetime.UTC)
+# A submission deadline is at 1:00 pm Pacific time, the hour of the policies' round schedule ("Friday
+# 1:00pm Pacific Time: Submit all required artifacts", mlcommons/policies submission_rules.adoc).
+_DEADLINE_TIME = datetime.time(13, 0, tzinfo=zoneinfo.ZoneInfo("America/Los_Angeles"))
 
 
-def _as_datetime(day: datetime.date | None) -> datetime.datetime | None:
-    return None if day is None else datetime.datetime.combine(day, _PUBLICATION_TIME)
+def _as_datetime(day: datetime.date | None, at: datetime.time = _PUBLICATION_TIME) -> datetime.datetime | None:
+    return None if day is None else datetime.datetime.combine(day, at).astimezone(datetime.UTC)
 
 
 def _benchmark_fields(info: BenchmarkInfo, position: int) -> dict[str, object]:
@@ -29,6 +34,7 @@ def _benchmark_fields(info: BenchmarkInfo, position: int) -> dict[str, object]:
 def benchmarks_sync(*, round: Round, benchmarks: list[BenchmarkInfo]) -> None:
     for position, info in enumerate(benchmarks):
         Benchmark.objects.update_or_create(round=round, key=info.key, defaults=_benchmark_fields(info, position))
+    bump_generation()  # on commit: round pages and the API show the new names, targets and order
 
 
 def extension_benchmark_add(*, round: Round, key: str) -> Benchmark:
@@ -44,23 +50,31 @@ def extension_benchmark_add(*, round: Round, key: str) -> Benchmark:
         "source": "Podium reference benchmark (podium_reference/, catalog/extensions/)",
         "position": round.benchmarks.count(),
     })
+    bump_generation()
     return benchmark
 
 
 @transaction.atomic
 def catalog_round_sync(*, info: RoundInfo, benchmarks: list[BenchmarkInfo]) -> Round:
-    """Create or refresh an official round from the catalog. Dates an admin set are kept."""
+    """Create or refresh an official round from the catalog. Dates an admin set are kept; a date the
+    catalog does not know (not public yet) is left for an admin to set."""
+    deadline = _as_datetime(info.submission_deadline, _DEADLINE_TIME)
     round_, created = Round.objects.get_or_create(
         slug=info.slug,
         defaults={"name": info.name, "ruleset": info.ruleset, "source": info.source,
-                  "publication_date": _as_datetime(info.publication_date)},
+                  "publication_date": _as_datetime(info.publication_date),
+                  "submission_deadline": deadline, "deadline_source": info.deadline_source},
     )
     if not created:
         round_.name = info.name
         round_.source = info.source
         if round_.publication_date is None:
             round_.publication_date = _as_datetime(info.publication_date)
-        round_.save(update_fields=["name", "source", "publication_date"])
+        if round_.submission_deadline is None and deadline is not None:
+            round_.submission_deadline = deadline
+            round_.deadline_source = info.deadline_source
+        round_.save(update_fields=["name", "source", "publication_date", "submission_deadline",
+                                   "deadline_source"])
     benchmarks_sync(round=round_, benchmarks=benchmarks)
     return round_
 

@@ -12,8 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
-from config.env import ImproperlyConfiguredEnv, env_bool, env_int, env_list, env_str
+from config.env import ImproperlyConfiguredEnv, email_settings, env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PODIUM_VAR_DIR", str(BASE_DIR / "var")))
@@ -21,7 +22,7 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 # The "django-insecure-" prefix makes `manage.py check --deploy` flag a production run that
 # forgot to set SECRET_KEY.
-SECRET_KEY = env_str("SECRET_KEY", "django-insecure-podium-development-key-change-me")
+SECRET_KEY = env_secret("SECRET_KEY", "django-insecure-podium-development-key-change-me")
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -37,6 +38,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     # Podium's apps, in dependency order: each imports only the ones above it (docs/architecture.md).
     "catalog",
@@ -160,6 +162,10 @@ PODIUM_MAX_MEMBERS = env_int("PODIUM_MAX_MEMBERS", 5000, minimum=1)
 PODIUM_MAX_RATIO = float(env_int("PODIUM_MAX_RATIO", 100, minimum=1))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 2**20
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 2**20  # larger uploads stream to a temporary file
+# ... in a folder of Podium's own, so that what a killed web process leaves there is collected
+# (ingest.cleanup), not left in the system's /tmp.
+FILE_UPLOAD_TEMP_DIR = str(Path(env_str("PODIUM_UPLOAD_TEMP_DIR", str(VAR_DIR / "upload-tmp"))))
+Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 
 # Verification on the worker: the hard time limit kills a stuck task; the sweeper re-dispatches a
 # submission left "verifying" past the deadline (which must exceed the time limit, or a slow but
@@ -168,6 +174,9 @@ PODIUM_VERIFY_TIME_LIMIT = env_int("PODIUM_VERIFY_TIME_LIMIT", 600, minimum=60)
 PODIUM_VERIFY_DEADLINE = timedelta(seconds=env_int("PODIUM_VERIFY_DEADLINE", 660, minimum=61))
 PODIUM_REQUEUE_AFTER = timedelta(seconds=env_int("PODIUM_REQUEUE_AFTER", 120, minimum=1))
 PODIUM_VERIFY_MAX_ATTEMPTS = env_int("PODIUM_VERIFY_MAX_ATTEMPTS", 5, minimum=1)
+# A verifying worker renews its lease every third of this; a lease that lapses means the worker died,
+# and the sweeper (every 30 s) hands the submission to another: recovery within lease + 30 s.
+PODIUM_VERIFY_LEASE = timedelta(seconds=env_int("PODIUM_VERIFY_LEASE", 60, minimum=3))
 if PODIUM_VERIFY_DEADLINE.total_seconds() <= PODIUM_VERIFY_TIME_LIMIT:
     raise ImproperlyConfiguredEnv("PODIUM_VERIFY_DEADLINE must exceed PODIUM_VERIFY_TIME_LIMIT")
 
@@ -197,7 +206,9 @@ CELERY_TIMEZONE = TIME_ZONE
 # limit so a long verification is never started twice by the broker itself.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * PODIUM_VERIFY_TIME_LIMIT}
 CELERY_BEAT_SCHEDULE = {
-    "sweep-submissions": {"task": "ingest.tasks.sweep_submissions", "schedule": 60.0},
+    # Scratch folders, upload temp files and orphaned bundle files older than PODIUM_LITTER_MAX_AGE.
+    "sweep-litter": {"task": "ingest.cleanup.sweep_litter", "schedule": 900.0},
+    "sweep-submissions": {"task": "ingest.tasks.sweep_submissions", "schedule": 30.0},
     "sweep-leases": {"task": "runners.tasks.sweep_leases", "schedule": 15.0},
 }
 
@@ -205,6 +216,18 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "podium@localhost")
 
 LOGIN_URL = "/accounts/login/"
+# Sign-in and password reset throttles (accounts.throttles, docs/operating.md): per account and per
+# client address, in fixed windows. The first backend refuses a throttled attempt before any password check.
+AUTHENTICATION_BACKENDS = ["accounts.throttles.SignInThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
+PODIUM_LOGIN_WINDOW = env_int("PODIUM_LOGIN_WINDOW", 900, minimum=60)
+PODIUM_LOGIN_FAILURES_PER_ACCOUNT = env_int("PODIUM_LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
+PODIUM_LOGIN_FAILURES_PER_ADDRESS = env_int("PODIUM_LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
+PODIUM_RESET_WINDOW = env_int("PODIUM_RESET_WINDOW", 3600, minimum=60)
+PODIUM_RESET_REQUESTS_PER_ACCOUNT = env_int("PODIUM_RESET_REQUESTS_PER_ACCOUNT", 3, minimum=1)
+PODIUM_RESET_REQUESTS_PER_ADDRESS = env_int("PODIUM_RESET_REQUESTS_PER_ADDRESS", 20, minimum=1)
+# Reverse proxies in front of gunicorn that append to X-Forwarded-For (0: clients connect directly, and
+# the header, which anyone can write, is ignored).
+PODIUM_TRUSTED_PROXIES = env_int("PODIUM_TRUSTED_PROXIES", 0, minimum=0)
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/"
 PODIUM_BASE_URL = env_str("PODIUM_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -231,6 +254,9 @@ REST_FRAMEWORK = {
     },
 }
 SPECTACULAR_SETTINGS = {
+    # The documentation pages load their scripts from this site, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "TITLE": "Podium API",
     "DESCRIPTION": "Results of MLPerf-style training benchmarks",
     "VERSION": "1",
@@ -239,10 +265,50 @@ SPECTACULAR_SETTINGS = {
 # Where verification copies a bundle before the mlperf-logging tools run on it: the tools write
 # into their input folders, so they never see the stored original.
 PODIUM_SCRATCH_DIR = Path(env_str("PODIUM_SCRATCH_DIR", str(VAR_DIR / "scratch")))
+# Scratch entries, upload temp files and unreferenced bundle files older than this (seconds) were left by
+# a process that died: the litter sweep removes them. Longer than any verification may run.
+PODIUM_LITTER_MAX_AGE = env_int("PODIUM_LITTER_MAX_AGE", 3600, minimum=60)
+if PODIUM_LITTER_MAX_AGE <= PODIUM_VERIFY_TIME_LIMIT:
+    raise ImproperlyConfiguredEnv("PODIUM_LITTER_MAX_AGE must exceed PODIUM_VERIFY_TIME_LIMIT")
 # Worker processes an import may use for the checkers (they are not thread-safe, so parallelism
 # is by process). 0 = one per CPU.
 PODIUM_IMPORT_JOBS = env_int("PODIUM_IMPORT_JOBS", 0, minimum=0)
 PODIUM_DEMO_BANNER = env_bool("PODIUM_DEMO_BANNER", False)
+
+# --- Deployment --------------------------------------------------------------------------------------------
+# PODIUM_DEPLOYMENT=production (docker-compose.yml sets it) turns on HTTPS-only cookies, HSTS and the HTTPS
+# redirect, and refuses to start without what production needs (docs/operating.md lists the variables).
+PODIUM_DEPLOYMENT = env_str("PODIUM_DEPLOYMENT", "embedded")
+if PODIUM_DEPLOYMENT not in ("embedded", "production"):
+    raise ImproperlyConfiguredEnv(f"PODIUM_DEPLOYMENT must be embedded or production, not {PODIUM_DEPLOYMENT!r}")
+PRODUCTION = PODIUM_DEPLOYMENT == "production"
+if EMAIL_URL := env_secret("EMAIL_URL", ""):
+    globals().update(email_settings(EMAIL_URL))
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("PODIUM_SECURE_COOKIES", PRODUCTION)
+SECURE_SSL_REDIRECT = env_bool("PODIUM_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("PODIUM_HSTS_SECONDS", 31536000 if PRODUCTION else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("PODIUM_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("PODIUM_HSTS_PRELOAD", PRODUCTION)
+# Behind a proxy that terminates TLS (set only when the proxy always sets this header).
+if env_bool("PODIUM_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# /healthz answers the load balancer over plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+if PRODUCTION:
+    problems = []
+    if DEBUG:
+        problems.append("DEBUG must be 0")
+    if SECRET_KEY.startswith("django-insecure") or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        problems.append("SECRET_KEY (or SECRET_KEY_FILE) must be a random string of at least 50 characters")
+    if CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+        problems.append("CACHE_URL must name a shared cache (redis://…): a per-process cache serves stale pages "
+                        "and throttles nothing across workers")
+    if "PODIUM_BASE_URL" not in os.environ:
+        problems.append("PODIUM_BASE_URL must be set (links in e-mails use it), e.g. https://podium.example.org")
+    if not EMAIL_URL and EMAIL_BACKEND.endswith("console.EmailBackend"):
+        problems.append("EMAIL_URL must be set (smtp://user:password@host:587): mail would only be printed")
+    if problems:
+        raise ImproperlyConfigured("Podium cannot start in production: " + "; ".join(problems) + ".")
 
 LOGGING = {
     "version": 1,

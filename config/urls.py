@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.urls import auth_urlpatterns
 from config.health import healthz
@@ -18,7 +18,9 @@ urlpatterns = [
     path("api/v1/", include(([*ingest_api, *leaderboard_api, *reviews_api, *runners_api], "api"), namespace="api")),
     path("api/agent/v1/", include((agent_api, "agent"), namespace="agent")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularRedocView.as_view(url_name="schema"), name="api-docs"),
+    # Swagger UI, served from the site (drf-spectacular-sidecar). Not Redoc: its free build fetches its
+    # logo from redoc.ly on every visit.
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("ingest.urls")),
     path("", include("reviews.urls")),
     path("", include("runners.urls")),

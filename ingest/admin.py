@@ -1,10 +1,11 @@
 from django.contrib import admin
 
+from core.admin import BumpsGenerationAdmin
 from ingest.models import Finding, Result, Submission, System
 
 
 @admin.register(System)
-class SystemAdmin(admin.ModelAdmin):
+class SystemAdmin(BumpsGenerationAdmin):
     list_display = ["slug", "organization", "round", "division", "category", "system_type", "accelerator_count"]
     list_filter = ["round", "division", "category", "system_type"]
     search_fields = ["slug", "name", "organization__name"]
@@ -12,14 +13,14 @@ class SystemAdmin(admin.ModelAdmin):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(admin.ModelAdmin):
+class SubmissionAdmin(BumpsGenerationAdmin):
     list_display = ["id", "organization", "round", "source", "state", "created_at", "finished_at"]
     list_filter = ["state", "source", "round"]
     list_select_related = ["organization", "round"]
 
 
 @admin.register(Result)
-class ResultAdmin(admin.ModelAdmin):
+class ResultAdmin(BumpsGenerationAdmin):
     list_display = ["id", "round", "organization", "system_slug", "benchmark_key", "score", "verdict", "is_current"]
     list_filter = ["round", "verdict", "is_current", "division"]
     search_fields = ["system_slug", "organization__name", "benchmark_key"]

@@ -16,6 +16,7 @@ from accounts.authentication import TokenScopeAllows
 from accounts.viewer import signed_in
 from ingest import selectors
 from ingest.models import Submission
+from ingest.services.submissions import UploadOutcome
 from ingest.services.uploads import UploadRequest, upload_receive
 
 
@@ -28,6 +29,10 @@ class UploadInput(serializers.Serializer):
     system = serializers.FileField(required=False, help_text="systems/<system>.json, with result files")
     results = serializers.ListField(child=serializers.FileField(), required=False, help_text="result_*.txt files")
     benchmark = serializers.CharField(required=False, help_text="With loose files; default: from the logs")
+    make_current = serializers.BooleanField(
+        required=False, default=False,
+        help_text="For bytes uploaded before whose submission is no longer current: upload them again, as the "
+                  "newest upload (verified again; its results become current)")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         loose = attrs.get("system") or attrs.get("results")
@@ -44,11 +49,17 @@ class UploadOutput(serializers.Serializer):
     url = serializers.URLField(help_text="The submission's web page")
     status_url = serializers.URLField(help_text="Poll this for the verdict")
     created = serializers.BooleanField(help_text="False when these exact bytes were uploaded before")
+    current = serializers.BooleanField(help_text="Whether this submission's results are the entries' current ones "
+                                       "(false while it is being verified, or when a later upload replaced it)")
+    detail = serializers.CharField(help_text="What happened, in words: 'These bytes are submission #N …'")
 
 
 def upload_answer(request: Request, submission: Submission, *, created: bool) -> dict[str, Any]:
     """The answer to an upload (UploadOutput), whichever endpoint took it."""
+    outcome = UploadOutcome(submission, created)
     return {
+        "current": outcome.is_current,
+        "detail": outcome.message,
         "id": submission.pk,
         "state": submission.state,
         "url": request.build_absolute_uri(submission.get_absolute_url()),
@@ -117,7 +128,8 @@ class SubmissionListCreateApi(APIView):
         data = serializer.validated_data
         outcome = upload_receive(actor=signed_in(request), upload=UploadRequest(
             round=data["round"], organization=data.get("organization", ""), bundle=data.get("bundle"),
-            system=data.get("system"), results=tuple(data.get("results") or ()), benchmark=data.get("benchmark")))
+            system=data.get("system"), results=tuple(data.get("results") or ()), benchmark=data.get("benchmark"),
+            make_current=data.get("make_current", False)))
         body = upload_answer(request, outcome.submission, created=outcome.created)
         return Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
 

@@ -7,4 +7,4 @@ class IngestConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the Celery tasks, which the services enqueue by name (they never import ingest.tasks).
-        from ingest import tasks  # noqa: F401
+        from ingest import cleanup, tasks  # noqa: F401

@@ -4,6 +4,10 @@ Items are independent: each is verified in a worker process (the checkers are no
 parallelism is by process) and stored in its own transaction, and one item's failure is reported
 without stopping the rest. An item whose files are unchanged since its current result is not
 verified again, so importing the same tree twice writes nothing.
+
+A tree imported into an official round is the published record: it is verified in IMPORT mode (the
+published scaling.json stands, Podium's stricter opinions are warnings; see engine/history.py). Demo
+rounds hold bundles Podium generated, which no one published: they are judged as uploads are.
 """
 
 from __future__ import annotations
@@ -19,15 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Count
 
 from accounts.services import organization_get_or_create
 from catalog.models import Round
 from catalog.services import round_for_ruleset
 from ingest import selectors, services
-from ingest.engine import rules, tool
+from ingest.engine import history, rules, tool
 from ingest.engine.tree import ItemSource, TreeError, items_of, submitter_folders
-from ingest.engine.verify import ItemReport, verify_item
-from ingest.models import Result, Submission
+from ingest.engine.verify import IMPORT, UPLOAD, ItemReport, verify_item
+from ingest.models import Finding, Result, Submission
 
 ACTOR = "import_results"
 
@@ -68,6 +73,38 @@ class ImportSummary:
     def errors(self) -> int:
         return sum(1 for o in self.outcomes if o.status == "error")
 
+    @property
+    def results(self) -> list[Result]:
+        return [o.result for o in self.outcomes if o.result is not None]
+
+    @property
+    def scored(self) -> int:
+        return sum(1 for r in self.results if r.score is not None)
+
+    def warnings_by_class(self) -> dict[str, int]:
+        """Warning findings of the round's current results, counted by class (engine.history.CLASSES, then
+        "other"), every class listed even at 0."""
+        counts = dict.fromkeys((*history.CLASSES, history.OTHER), 0)
+        rows = (Finding.objects.filter(result__in=[r.pk for r in self.results], severity=Finding.Severity.WARNING)
+                .values("checker").annotate(n=Count("id")))
+        for row in rows:
+            counts[history.finding_class(row["checker"])] += row["n"]
+        return counts
+
+    def line(self) -> str:
+        """One line for a person: items, scored, errors, warnings by class."""
+        statuses = ", ".join(f"{n} {status}" for status, n in sorted(self._statuses().items()))
+        warnings = ", ".join(f"{name} {n}" for name, n in self.warnings_by_class().items())
+        return (f"{self.round.slug} (ruleset {self.ruleset}): {len(self.outcomes)} items ({statuses}), "
+                f"{self.scored} scored, {sum(1 for r in self.results if r.verdict == Result.Verdict.VERIFIED)} "
+                f"verified, {self.errors} not imported; warnings by class: {warnings}")
+
+    def _statuses(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        return counts
+
 
 def resolve_ruleset(root: Path, explicit: str | None) -> str:
     known = rules.known_rulesets()
@@ -88,10 +125,10 @@ def resolve_ruleset(root: Path, explicit: str | None) -> str:
                        "or pass --ruleset X.Y.Z")
 
 
-def _verify_safely(args: tuple[ItemSource, str, Path, str]) -> ItemReport | str:
-    source, ruleset, scratch, digest = args
+def _verify_safely(args: tuple[ItemSource, str, Path, str, str]) -> ItemReport | str:
+    source, ruleset, scratch, digest, mode = args
     try:
-        return verify_item(source, ruleset, scratch_root=scratch, digest=digest)
+        return verify_item(source, ruleset, scratch_root=scratch, digest=digest, mode=mode)
     except Exception:  # a bug of ours must not take the other items down
         return traceback.format_exc()
 
@@ -101,7 +138,7 @@ def _job_count(requested: int | None) -> int:
     return jobs if jobs > 0 else (os.cpu_count() or 1)
 
 
-def _verified(work: list[tuple[ItemSource, str, Path, str]], jobs: int) -> Iterator[ItemReport | str]:
+def _verified(work: list[tuple[ItemSource, str, Path, str, str]], jobs: int) -> Iterator[ItemReport | str]:
     if jobs <= 1 or len(work) <= 1:
         yield from map(_verify_safely, work)
         return
@@ -159,7 +196,8 @@ def import_tree(
     submissions: dict[str, Submission] = {}
     org_digests = {s.org: orgs_digest(sources, digests, s.org) for s in pending}
     scratch = Path(settings.PODIUM_SCRATCH_DIR)
-    work = [(s, ruleset, scratch, digests[id(s)]) for s in pending]
+    mode = UPLOAD if round_.is_demo else IMPORT
+    work = [(s, ruleset, scratch, digests[id(s)], mode) for s in pending]
     for done, (source, report) in enumerate(zip(pending, _verified(work, _job_count(jobs)), strict=True), 1):
         outcome = _store(source, report, round_, submissions, org_digests[source.org])
         outcome.round_slug = round_.slug

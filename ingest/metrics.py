@@ -32,23 +32,33 @@ def memory_gb(text: object) -> float | None:
         return None
     unit = match.group(2).lower().rstrip("b")
     factor = _UNIT_GB.get(unit)
-    return None if factor is None else float(match.group(1)) * factor
+    return None if factor is None else plausible(float(match.group(1)) * factor, MAX_MEMORY_GB)
 
 
 def price_per_hour(description: dict[str, object]) -> float | None:
     """The system's price per hour in USD, if it gives one (a Podium extension of the JSON)."""
     for key in ("price_per_hour_usd", "cost_per_hour_usd"):
         value = description.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            return float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return plausible(float(value), MAX_PRICE_PER_HOUR)
         if isinstance(value, str):
             try:
                 number = float(value.strip().lstrip("$"))
             except ValueError:
                 continue
-            if number > 0:
-                return number
+            return plausible(number, MAX_PRICE_PER_HOUR)
     return None
+
+
+# What a system description may claim before Podium stops believing it (the figures derived from these
+# are stored and sorted on; a submitter's "1e400" or "inf" must not reach them).
+MAX_MEMORY_GB = 1e9  # a million terabytes, per node
+MAX_PRICE_PER_HOUR = 1e7  # USD
+
+
+def plausible(value: float, high: float) -> float | None:
+    """The value if it is a finite positive number no larger than `high`, else None."""
+    return value if math.isfinite(value) and 0 < value <= high else None
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,10 @@ class Derived:
 def derived(*, score: float | None, accelerators: int | None, hosts: int | None, host_processors: int | None,
             host_memory_gb: float | None, energy_j: float | None, price: float | None) -> Derived:
     def times(count: float | None) -> float | None:
-        return None if score is None or not count else score * count
+        if score is None or not count:
+            return None
+        product = score * count
+        return product if math.isfinite(product) else None
 
     scale = None
     if accelerators is not None and host_processors is not None:

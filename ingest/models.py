@@ -71,7 +71,22 @@ class System(models.Model):
 
 
 class Submission(models.Model):
-    """What one organization handed in at once: an upload, or one submitter folder of an import."""
+    """What one organization handed in at once: an upload, or one submitter folder of an import.
+
+    The lifecycle (ingest.services.submissions enforces it; docs/architecture.md shows it):
+
+        received ──claim (worker, conditional UPDATE, takes a lease)──▶ verifying
+        verifying ──every item judged and stored in one transaction──▶ verified | noncompliant
+        verifying ──platform fault (database, disk, storage): hand back──▶ received (retried)
+        verifying ──lease lapsed (worker died): sweeper──▶ received (retried)
+        verifying ──a bug of Podium's, or retries used up──▶ error
+        verified | noncompliant ──a newer upload holds all its entries──▶ superseded
+        verified | noncompliant | superseded ──a chair withdraws──▶ withdrawn
+        superseded ──its submitter makes it current again──▶ verified | noncompliant
+
+    Only a final submission is ever superseded; "error" is never the submitter's fault and leaves
+    nothing current. A received or verifying one past its time is re-dispatched by the sweeper.
+    """
 
     class State(models.TextChoices):
         RECEIVED = "received", "Received"
@@ -100,7 +115,13 @@ class Submission(models.Model):
     bundle_path = models.CharField(max_length=300, blank=True, help_text="Stored bundle, relative to the store")
     bundle_size = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The order of uploads decides which version of an entry is current, never the order in which their
+    # verifications finish. Set at upload; moved to "now" when a submitter makes an old upload current again.
+    uploaded_at = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(null=True, blank=True, help_text="Last time it was handed to a worker")
+    # While verifying, the worker renews this lease; once it lapses the worker is presumed dead and the
+    # sweeper hands the submission to another one.
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -117,12 +138,19 @@ class Submission(models.Model):
     def __str__(self) -> str:
         return f"{self.organization} {self.round.slug} #{self.pk}"
 
+
     def get_absolute_url(self) -> str:
         return reverse("ingest:submission", args=[self.pk])
 
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
+
+    @property
+    def upload_order(self) -> tuple[datetime.datetime, int]:
+        """Later uploads sort after earlier ones; the primary key breaks ties within a clock tick."""
+        return (self.uploaded_at, self.pk)
+
 
 
 class ResultQuerySet(models.QuerySet["Result"]):
@@ -134,7 +162,8 @@ class ResultQuerySet(models.QuerySet["Result"]):
         return self.filter(round__publication_date__lte=now or timezone.now())
 
     def ranked(self) -> ResultQuerySet:
-        return self.filter(score__isnull=False)
+        """Results with an official score: verified, scored, not withdrawn (see Result.is_official)."""
+        return self.filter(score__isnull=False, verdict=Result.Verdict.VERIFIED, withdrawn_at__isnull=True)
 
 
 class Result(models.Model):
@@ -244,6 +273,11 @@ class Result(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("leaderboard:result", args=[self.pk])
 
+    @property
+    def is_official(self) -> bool:
+        """Only a verified result that was not withdrawn has an official score, and only it is ranked."""
+        return self.verdict == self.Verdict.VERIFIED and self.score is not None and self.withdrawn_at is None
+
 
 class Run(models.Model):
     class Dropped(models.TextChoices):
@@ -270,6 +304,8 @@ class Run(models.Model):
     seeds = models.JSONField(default=list, blank=True)
     logged = models.JSONField(default=dict, blank=True)
     energy_j = models.FloatField(null=True, blank=True)
+    rerun_digest = models.CharField(max_length=64, blank=True,
+                                    help_text="sha256 of the log without its hyperparameter lines")
 
     class Meta:
         ordering = ["result", "position"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from catalog.models import Round
 from ingest.models import Result, Submission
-from ingest.visibility import visibility_q
+from ingest.visibility import visible_findings, visible_results, visible_submissions
 
 
 def current_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
@@ -61,12 +62,13 @@ def result_row(result: Result) -> dict[str, Any]:
 
 
 def submissions_visible_to(user: Any) -> QuerySet[Submission]:
-    return Submission.objects.filter(visibility_q(user)).order_by("-created_at")
+    """The visitor's visible submissions (ingest.visibility), newest first."""
+    return visible_submissions(user).order_by("-created_at")
 
 
-def _elapsed(submission: Submission) -> float:
+def submission_elapsed(submission: Submission) -> float:
     end = submission.finished_at or timezone.now()
-    return max(0.0, (end - submission.created_at).total_seconds())
+    return round(max(0.0, (end - submission.created_at).total_seconds()), 3)
 
 
 PLATFORM_ERROR = ("Podium could not finish verifying this bundle because of a problem on our side. It is not a "
@@ -88,17 +90,21 @@ def submission_summary(submission: Submission, request: Any | None = None) -> di
 
 
 def submission_status(submission: Submission, request: Any | None = None) -> dict[str, Any]:
+    """The status report, with only the results and findings that the requester may see (a published
+    submission may carry a result held back by a review); without a request, what the public may see."""
     from ingest.services.submissions import queue_position
 
     def absolute(url: str) -> str:
         return request.build_absolute_uri(url) if request is not None else url
 
-    results = submission.results.select_related("system").order_by("system_slug", "benchmark_key")
-    findings = submission.findings.order_by("file", "line", "id")
+    user = request.user if request is not None else AnonymousUser()
+    results = visible_results(user).filter(submission=submission).select_related("system").order_by(
+        "system_slug", "benchmark_key")
+    findings = visible_findings(user).filter(submission=submission).order_by("file", "line", "id")
     return {
         **submission_summary(submission, request),
         "queue_position": queue_position(submission),
-        "elapsed_seconds": round(_elapsed(submission), 3),
+        "elapsed_seconds": submission_elapsed(submission),
         "attempts": submission.attempts,
         "results": [
             {

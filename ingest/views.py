@@ -9,20 +9,21 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from accounts.access import UPLOAD_ROLES, organizations_of
-from accounts.viewer import signed_in
+from accounts.access import UPLOAD_ROLES, access_organization, organizations_of
+from accounts.viewer import signed_in, viewer_of
 from catalog.models import Round
 from core import ratelimit
 from core.errors import Refusal
+from core.views import shows_refusals
 from ingest import selectors, storage
 from ingest.bundles import BundleRejected, read_member
 from ingest.forms import UploadForm
 from ingest.models import Submission
-from ingest.services.submissions import queue_position, upload_limits
+from ingest.services.submissions import queue_position, submission_is_current, submission_reupload, upload_limits
 from ingest.services.uploads import upload_receive
-from ingest.visibility import visible_results
+from ingest.visibility import visible_findings, visible_results
 
 UPLOADS_PER_HOUR = 60
 MAX_SERVED_BYTES = 64 * 2**20  # of one log file
@@ -58,9 +59,23 @@ def upload(request: HttpRequest) -> HttpResponse:
     submission = outcome.submission
     if _wants_json(request):
         return JsonResponse({"id": submission.pk, "state": submission.state, "url": submission.get_absolute_url(),
-                             "created": outcome.created}, status=201 if outcome.created else 200)
+                             "created": outcome.created, "current": outcome.is_current, "detail": outcome.message},
+                            status=201 if outcome.created else 200)
     if not outcome.created:
-        messages.info(request, "These exact bytes were uploaded before; here is that submission.")
+        messages.info(request, outcome.message)
+    return redirect(submission)
+
+
+@login_required
+@require_POST
+@shows_refusals
+def submission_make_current(request: HttpRequest, pk: int) -> HttpResponse:
+    """Upload a submission's bytes again, as the newest upload (offered on its page when it is not current)."""
+    submission = _visible_submission(request, pk)
+    access_organization(request.user, submission.organization.slug, UPLOAD_ROLES)
+    submission_reupload(actor=signed_in(request), submission=submission)
+    messages.success(request, f"Submission #{submission.pk} is uploaded again as the newest upload; its verification "
+                              "is under way and its results become current once it ends.")
     return redirect(submission)
 
 
@@ -83,15 +98,21 @@ def _visible_submission(request: HttpRequest, pk: int) -> Submission:
 
 def _status_context(request: HttpRequest, submission: Submission) -> dict:
     findings_by_file: dict[str, list] = defaultdict(list)
-    for finding in submission.findings.order_by("file", "line", "id"):
+    for finding in visible_findings(request.user).filter(submission=submission).order_by("file", "line", "id"):
         findings_by_file[finding.file or "(bundle)"].append(finding)
     return {
         "submission": submission,
         "queue_position": queue_position(submission),
-        "elapsed": selectors.submission_status(submission)["elapsed_seconds"],
-        "results": submission.results.select_related("system", "benchmark").order_by("system_slug", "benchmark_key"),
+        "elapsed": selectors.submission_elapsed(submission),
+        # Only the results the visitor may see: a published submission may carry one held by a review.
+        "results": visible_results(request.user).filter(submission=submission).select_related("system", "benchmark")
+        .order_by("system_slug", "benchmark_key"),
         "findings_by_file": dict(findings_by_file),
         "platform_error": selectors.PLATFORM_ERROR if submission.state == Submission.State.ERROR else "",
+        "may_make_current": (submission.is_final and submission.state != Submission.State.WITHDRAWN
+                             and submission.round.phase() == Round.Phase.OPEN
+                             and viewer_of(request.user).has_role(submission.organization_id, UPLOAD_ROLES)
+                             and not submission_is_current(submission)),
     }
 
 

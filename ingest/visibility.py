@@ -1,25 +1,35 @@
-"""The one embargo rule, used by every page, API endpoint, export, chart and file download.
+"""The one embargo rule, used by every page, API endpoint, export, chart, count and file download.
 
 A result (and its system, submission, runs, findings and files) is visible:
-- to everyone once its round is published;
+- to everyone once its round is published, unless a registered hold keeps it back (reviews: an
+  undecided flag on any version of its entry);
 - before that, to members of its own organization;
 - during the round's review (deadline passed, not yet published), also to members of the round's
   other submitting organizations and to the round's chairs (who keep seeing it afterwards, to decide
   flags that hold a result back from publication);
 - to site staff always.
+
+A system or a submission is public when its round is published and it does not exist only through
+held results: one with no result yet, or with at least one result that is not held, is public (its
+pages then list only the results the visitor may see: `visible_results(...).filter(system=...)`).
+
+The selectors below are the only way in: one per model, each with the hold built in, so no path can
+forget it. The filter they share is private on purpose.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.viewer import Viewer, Visitor, viewer_of
 from catalog.models import Round, RoundQuerySet
-from ingest.models import Result, ResultQuerySet, System
+from ingest.models import Finding, Result, ResultQuerySet, Run, Submission, System
 
 SUBMITTED_STATES = ("verified", "noncompliant", "superseded")
 
@@ -34,69 +44,133 @@ def register_hold(name: str, rule: HoldRule) -> None:
     _HOLD_RULES[name] = rule
 
 
-def held_results_q(result: str) -> Q:
-    """Results (reached through the path `result`) that some registered rule holds back."""
-    held = Q()
-    for rule in _HOLD_RULES.values():
-        held |= Q(**{f"{result}__in": rule()})
-    return held
+# --- the rule itself (private: callers use the selectors) --------------------------------------------
+
+@dataclass(frozen=True)
+class _Grant:
+    """What a visitor sees beyond the public record."""
+
+    everything: bool = False  # site staff
+    organizations: frozenset[int] = frozenset()  # results of these organizations, in any phase
+    rounds: frozenset[int] = frozenset()  # every result of these rounds (review, chairs)
 
 
-def visibility_q(user: Visitor | Viewer, *, prefix: str = "", now: datetime.datetime | None = None,
-                 result: str | None = None) -> Q:
-    """Filter for any model with `round` and `organization` (or reached through `prefix`).
-
-    `result` is the path to the Result itself ("pk" for a Result, "result" for a run): when given, a
-    result held back by a registered rule (see `register_hold`) is not public even after publication.
-    """
+def _grant(user: Visitor | Viewer, now: datetime.datetime) -> _Grant:
     viewer = viewer_of(user)
-    now = now or timezone.now()
-    published = Q(**{f"{prefix}round__publication_date__lte": now})
-    if result and _HOLD_RULES:
-        published &= ~held_results_q(result)
     if not viewer.is_authenticated:
-        return published
+        return _Grant()
     if viewer.is_staff:
-        return Q()
+        return _Grant(everything=True)
     orgs = viewer.organization_ids()
-    in_review = Round.objects.in_review(now)
     # "Submitting" means a submission that got through verification, not any upload attempt: an
     # organization whose only upload was refused by the checks does not get to review the others.
-    submitted = in_review.filter(submissions__organization__in=orgs, submissions__state__in=SUBMITTED_STATES)
-    review_rounds = set(submitted.values_list("id", flat=True)) | set(
-        # Chairs keep seeing their rounds after publication: a result held back by an undecided
-        # flag is hidden from the public, and only a chair can decide it.
-        Round.objects.filter(pk__in=viewer.chaired_round_ids, submission_deadline__lte=now)
-        .values_list("id", flat=True)
-    )
-    return (
-        published
-        | Q(**{f"{prefix}organization__in": orgs})
-        | Q(**{f"{prefix}round__in": review_rounds})
-    )
+    submitted = Round.objects.in_review(now).filter(
+        submissions__organization__in=orgs, submissions__state__in=SUBMITTED_STATES)
+    # Chairs keep seeing their rounds after publication: a result held back by an undecided flag is
+    # hidden from the public, and only a chair can decide it.
+    chaired = Round.objects.filter(pk__in=viewer.chaired_round_ids, submission_deadline__lte=now)
+    rounds = set(submitted.values_list("id", flat=True)) if orgs else set()
+    if viewer.chaired_round_ids:
+        rounds |= set(chaired.values_list("id", flat=True))
+    return _Grant(organizations=orgs, rounds=frozenset(rounds))
 
 
-def round_visible_q(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> Q:
-    """Rounds whose page a visitor may open: published, or holding something visible to them."""
+def _held() -> QuerySet | None:
+    """Primary keys of the results some registered rule holds back; None when no rule is registered."""
+    if not _HOLD_RULES:
+        return None
+    held = Q()
+    for rule in _HOLD_RULES.values():
+        held |= Q(pk__in=rule())
+    return Result.objects.filter(held).values("pk")
+
+
+def _granted(grant: _Grant, public: Q, prefix: str = "") -> Q:
+    if grant.everything:
+        return Q()
+    rule = public
+    if grant.organizations:
+        rule |= Q(**{f"{prefix}organization__in": grant.organizations})
+    if grant.rounds:
+        rule |= Q(**{f"{prefix}round__in": grant.rounds})
+    return rule
+
+
+def _result_q(grant: _Grant, now: datetime.datetime, *, prefix: str = "", result: str = "pk") -> Q:
+    """Results (reached through `prefix`, the result itself at `result`) the grant may see."""
+    public = Q(**{f"{prefix}round__publication_date__lte": now})
+    held = _held()
+    if held is not None:
+        public &= ~Q(**{f"{result}__in": held})
+    return _granted(grant, public, prefix)
+
+
+def _container_q(grant: _Grant, now: datetime.datetime, *, link: str, prefix: str = "", outer: str = "pk") -> Q:
+    """Systems or submissions (reached through `prefix`; `link` is the Result field pointing at them,
+    `outer` the field it matches) the grant may see. Public: published, and not existing only through
+    held results (some held, none other)."""
+    public = Q(**{f"{prefix}round__publication_date__lte": now})
+    held = _held()
+    if held is not None:
+        theirs = Result.objects.filter(**{link: OuterRef(outer)})
+        public &= ~(Q(Exists(theirs.filter(pk__in=held))) & ~Q(Exists(theirs.exclude(pk__in=held))))
+    return _granted(grant, public, prefix)
+
+
+# --- the selectors -------------------------------------------------------------------------------------
+
+def visible_results(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> ResultQuerySet:
+    """Every result (all versions) the visitor may see: the start of every table, chart, export and count."""
+    now = now or timezone.now()
+    return Result.objects.filter(_result_q(_grant(user, now), now))
+
+
+def visible_runs(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Run]:
+    now = now or timezone.now()
+    return Run.objects.filter(_result_q(_grant(user, now), now, prefix="result__", result="result"))
+
+
+def visible_findings(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Finding]:
+    """Findings about a visible result, and findings about a whole bundle whose submission is visible."""
+    now = now or timezone.now()
+    grant = _grant(user, now)
+    about_result = Q(result__isnull=False) & _result_q(grant, now, prefix="result__", result="result")
+    about_bundle = Q(result__isnull=True) & _container_q(grant, now, link="submission", prefix="submission__",
+                                                          outer="submission_id")
+    return Finding.objects.filter(about_result | about_bundle)
+
+
+def visible_systems(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[System]:
+    now = now or timezone.now()
+    return System.objects.filter(_container_q(_grant(user, now), now, link="system"))
+
+
+def visible_submissions(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Submission]:
+    now = now or timezone.now()
+    return Submission.objects.filter(_container_q(_grant(user, now), now, link="submission"))
+
+
+def visible_rounds(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> RoundQuerySet:
+    """Rounds whose page a visitor may open: published, or holding something visible to them. A round
+    holds no result itself, so no hold applies: its pages list visible_results only."""
     viewer = viewer_of(user)
     now = now or timezone.now()
     if viewer.is_staff:
-        return Q()
-    published = Q(publication_date__lte=now)
+        return Round.objects.all()
+    rule = Q(publication_date__lte=now)
+    if viewer.is_authenticated:
+        rule |= Q(submissions__organization__in=viewer.organization_ids()) | Q(pk__in=viewer.chaired_round_ids)
+    # The rule joins submissions (one row each): select the ids, then the rounds.
+    return Round.objects.filter(pk__in=Round.objects.filter(rule).values("pk"))
+
+
+def viewer_fingerprint(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> str:
+    """What the rule grants this visitor beyond the public record, without the clock: a conditional
+    answer (an ETag) must change when it does, though no result was written (a membership granted, a
+    round's review opening to the other submitters)."""
+    viewer = viewer_of(user)
     if not viewer.is_authenticated:
-        return published
-    return (published | Q(submissions__organization__in=viewer.organization_ids())
-            | Q(pk__in=viewer.chaired_round_ids))
-
-
-def visible_rounds(user: Visitor | Viewer) -> RoundQuerySet:
-    """Rounds whose page this visitor may open."""
-    return Round.objects.filter(pk__in=Round.objects.filter(round_visible_q(user)).values("pk"))
-
-
-def visible_results(user: Visitor | Viewer) -> ResultQuerySet:
-    return Result.objects.filter(visibility_q(user, result="pk"))
-
-
-def visible_systems(user: Visitor | Viewer) -> QuerySet[System]:
-    return System.objects.filter(visibility_q(user))
+        return "anonymous"
+    grant = _grant(viewer, now or timezone.now())
+    parts = (grant.everything, sorted(grant.organizations), sorted(grant.rounds), sorted(viewer.chaired_round_ids))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]

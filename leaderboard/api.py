@@ -1,12 +1,12 @@
 """The public read API under /api/v1/: rounds, benchmarks, organizations, systems, results, runs, findings.
 
-Every queryset starts from the embargo rule of ingest.visibility (results, systems, runs and findings
-through `visibility_q`, rounds and benchmarks through `round_visible_q`), so an anonymous caller sees
-published results only and a member also what the rule grants their organization. Filters only narrow.
+Every queryset starts from a selector of ingest.visibility (visible_results, visible_systems,
+visible_runs, visible_findings, visible_rounds), so an anonymous caller sees published results that
+no review holds back, and a member also what the rule grants their organization. Filters only narrow.
 
-Responses carry an ETag built from the results generation (leaderboard.cache), the set of published
-rounds, who asks and the full query string; a matching If-None-Match answers 304 before any listing
-query runs. See docs/api.md.
+Responses carry an ETag built from the results generation (core.cache, bumped by every service that
+changes what a visitor may see), the set of published rounds, what the rule grants the caller and the
+full query string; a matching If-None-Match answers 304 before any listing query runs. See docs/api.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.core.cache import cache as django_cache
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, Max, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -36,8 +36,15 @@ from rest_framework.response import Response
 from accounts.authentication import TokenScopeAllows
 from accounts.models import Organization
 from catalog.models import Benchmark, Round
-from ingest.models import Finding, Result, Run, System
-from ingest.visibility import round_visible_q, visibility_q
+from ingest.models import Finding, Result, ResultQuerySet, Run, System
+from ingest.visibility import (
+    viewer_fingerprint,
+    visible_findings,
+    visible_results,
+    visible_rounds,
+    visible_runs,
+    visible_systems,
+)
 from leaderboard import cache
 from leaderboard import filters as api_filters
 
@@ -59,30 +66,6 @@ def _visible_since(created_at: datetime.datetime, publication_date: datetime.dat
     return created_at
 
 
-def rule_fingerprint(rule: Q) -> str:
-    """What the embargo rule admits for one signed-in caller, without its clock.
-
-    A caller's view changes without any result being written (a membership granted, a round whose
-    deadline passes opens its review to the other submitters), so their ETag must follow the rule's
-    organizations and rounds, not only the results generation. The "now" of the published clause is
-    left out: which rounds it admits is what cache.published_fingerprint() already says.
-    """
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, Q):
-            return [node.connector, node.negated, *(walk(child) for child in node.children)]
-        key, value = node
-        if isinstance(value, datetime.datetime):
-            return [key]
-        if isinstance(value, QuerySet):
-            return [key, str(value.query)]
-        if isinstance(value, set | frozenset | list | tuple):
-            return [key, sorted(str(getattr(v, "pk", v)) for v in value)]
-        return [key, str(getattr(value, "pk", value))]
-
-    return hashlib.sha256(repr(walk(rule)).encode()).hexdigest()[:16]
-
-
 class Pages(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"
@@ -96,14 +79,9 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
     pagination_class = Pages
     filter_backends = [DjangoFilterBackend]
 
-    def embargo_rule(self) -> Q:
+    def get_queryset(self) -> QuerySet[Any]:
+        """Start from a selector of ingest.visibility: the hold and the embargo come with it."""
         raise NotImplementedError
-
-    def rule(self) -> Q:
-        """This request's embargo rule, computed once (the ETag and the queryset both use it)."""
-        if not hasattr(self, "_rule"):
-            self._rule = self.embargo_rule()
-        return self._rule
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         # Filters narrow lists; a detail URL names its object, whatever the query string says (a
@@ -120,14 +98,8 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
     def etag(self) -> str:
         request = self.request
         user = request.user
-        who = f"user:{user.pk}:{rule_fingerprint(self.rule())}" if user.is_authenticated else "anonymous"
-        # The newest result id besides the generation: with the default per-process memory cache an
-        # import run by another process (manage.py import_results, a worker) bumps only its own
-        # generation. Results are insert-only versions, so a new one always raises the id; the query
-        # reads one end of the primary-key index.
-        newest = Result.objects.aggregate(newest=Max("pk"))["newest"]
-        parts = ("api-v1", cache.generation(), cache.published_fingerprint(), newest, who,
-                 request.accepted_renderer.format, request.get_full_path())
+        who = f"user:{user.pk}:{viewer_fingerprint(user)}" if user.is_authenticated else "anonymous"
+        parts = ("api-v1", cache.freshness(), who, request.accepted_renderer.format, request.get_full_path())
         return quote_etag(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32])
 
     def _matches(self, etag: str) -> bool:
@@ -231,13 +203,8 @@ class RoundApi(ReadApi):
     lookup_field = "slug"
     lookup_value_regex = r"[a-z0-9][a-z0-9.-]*"
 
-    def embargo_rule(self) -> Q:
-        return round_visible_q(self.request.user)
-
     def get_queryset(self) -> QuerySet[Round]:
-        # The rule joins submissions and chairs (one row each): select the ids, then the rounds.
-        visible = Round.objects.filter(self.rule()).values("pk")
-        return (Round.objects.filter(pk__in=visible).prefetch_related("benchmarks")
+        return (visible_rounds(self.request.user).prefetch_related("benchmarks")
                 .order_by(F("publication_date").desc(nulls_last=True), "-ruleset", "slug"))
 
     def last_modified(self, obj: Round) -> datetime.datetime | None:
@@ -268,12 +235,9 @@ class BenchmarkApi(ReadApi):
     serializer_class = BenchmarkOutput
     filterset_class = api_filters.BenchmarkFilter
 
-    def embargo_rule(self) -> Q:
-        return round_visible_q(self.request.user)
-
     def get_queryset(self) -> QuerySet[Benchmark]:
-        visible_rounds = Round.objects.filter(self.rule()).values("pk")
-        return (Benchmark.objects.filter(round__in=visible_rounds).select_related("round")
+        rounds = visible_rounds(self.request.user).values("pk")
+        return (Benchmark.objects.filter(round__in=rounds).select_related("round")
                 .order_by(F("round__publication_date").desc(nulls_last=True), "round__slug", "position", "key"))
 
     def last_modified(self, obj: Benchmark) -> datetime.datetime | None:
@@ -323,11 +287,11 @@ class OrganizationApi(ReadApi):
     filterset_class = api_filters.OrganizationFilter
     lookup_field = "slug"
 
-    def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user)
-
-    def visible_results(self) -> QuerySet[Result]:
-        return Result.objects.filter(self.rule())
+    def visible_results(self) -> ResultQuerySet:
+        """The caller's visible results, computed once per request (the list and the counts use them)."""
+        if not hasattr(self, "_visible_results"):
+            self._visible_results = visible_results(self.request.user)
+        return self._visible_results
 
     def get_queryset(self) -> QuerySet[Organization]:
         return Organization.objects.filter(pk__in=self.visible_results().values("organization_id")).order_by("name")
@@ -406,11 +370,8 @@ class SystemApi(ReadApi):
     serializer_class = SystemOutput
     filterset_class = api_filters.SystemFilter
 
-    def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user)
-
     def get_queryset(self) -> QuerySet[System]:
-        return (System.objects.filter(self.rule()).select_related("round", "organization")
+        return (visible_systems(self.request.user).select_related("round", "organization")
                 .order_by(F("round__publication_date").desc(nulls_last=True), "organization__name", "slug", "pk"))
 
     def last_modified(self, obj: System) -> datetime.datetime | None:
@@ -444,8 +405,12 @@ class ResultOutput(serializers.ModelSerializer):
     host_processors = serializers.IntegerField(source="host_processor_count", read_only=True, allow_null=True)
     runs = serializers.IntegerField(source="runs_count", read_only=True, help_text="Run logs in the item")
     score = serializers.FloatField(read_only=True, allow_null=True,
-                                   help_text="The official score: time to train in minutes (olympic mean × "
-                                             "scaling factor); null when the result has none")
+                                   help_text="Time to train in minutes (olympic mean × scaling factor); null when "
+                                             "none can be computed. It is the official score only where `official` "
+                                             "is true")
+    official = serializers.BooleanField(source="is_official", read_only=True,
+                                        help_text="True for a verified result that was not withdrawn: only then is "
+                                                  "`score` official, and only such results are ranked")
     accelerator_minutes = _derived("Score × accelerators.")
     host_minutes = _derived("Score × hosts.")
     cloud_scale = _derived("Accelerators + host processors / 8 + host memory in TiB.")
@@ -469,7 +434,8 @@ class ResultOutput(serializers.ModelSerializer):
             "system_url", "system_name", "benchmark", "division", "category", "system_type", "accelerator_model",
             "framework", "accelerators", "hosts", "host_processors", "host_memory_gb", "price_per_hour", "runs",
             "runs_required", "runs_compliant", "olympic_k", "raw_score", "scaling_factor", "scaling_source",
-            "score", "no_score_reason", "rcp_status", "rcp_message", "rcp_norm_factor", "verdict", "energy_j",
+            "score", "official", "no_score_reason", "rcp_status", "rcp_message", "rcp_norm_factor", "verdict",
+            "energy_j",
             "accelerator_minutes", "host_minutes", "cloud_scale", "cloud_scale_minutes", "energy_kwh",
             "cost_to_train", "runs_cv", "tool_version", "is_current", "superseded_by", "borrowed_from",
             "reproduction", "withdrawn_at", "created_at", "runs_url", "findings_url",
@@ -499,13 +465,10 @@ class ResultApi(ReadApi):
     serializer_class = ResultOutput
     filterset_class = api_filters.ResultFilter
 
-    def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, result="pk")
-
     def get_queryset(self) -> QuerySet[Result]:
         # One row per result: the facts and derived figures are columns of Result itself.
         return (
-            Result.objects.filter(self.rule())
+            visible_results(self.request.user)
             .select_related("round", "organization")
             .order_by(F("round__publication_date").desc(nulls_last=True), "benchmark_key",
                       F("score").asc(nulls_last=True), "pk")
@@ -556,11 +519,8 @@ class RunApi(ReadApi):
     serializer_class = RunOutput
     filterset_class = api_filters.RunFilter
 
-    def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, prefix="result__", result="result")
-
     def get_queryset(self) -> QuerySet[Run]:
-        return (Run.objects.filter(self.rule()).select_related("result__round", "result__submission")
+        return (visible_runs(self.request.user).select_related("result__round", "result__submission")
                 .order_by("result_id", "position", "pk"))
 
     def last_modified(self, obj: Run) -> datetime.datetime | None:
@@ -586,11 +546,8 @@ class FindingApi(ReadApi):
     serializer_class = FindingOutput
     filterset_class = api_filters.FindingFilter
 
-    def embargo_rule(self) -> Q:
-        return visibility_q(self.request.user, prefix="result__", result="result")
-
     def get_queryset(self) -> QuerySet[Finding]:
-        return Finding.objects.filter(self.rule()).select_related("result__round").order_by("result_id", "pk")
+        return visible_findings(self.request.user).select_related("result__round").order_by("result_id", "pk")
 
     def last_modified(self, obj: Finding) -> datetime.datetime | None:
         if obj.result is None:  # only staff see findings about a whole submission

@@ -1,5 +1,5 @@
-"""A generation key for everything derived from results: bumped whenever a result, round or
-benchmark changes, so cached tables, chart data and API pages are never served stale.
+"""Keys for cached public answers: the results generation (core.cache, moved by the services that change
+what a visitor may see), which rounds are published right now, and the answer's own parts.
 
 Only what anonymous visitors see is cached (it depends on nothing but published data); signed-in
 users may see embargoed results of their own and always get a fresh answer.
@@ -11,32 +11,13 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.core.cache import cache
-from django.db import transaction
+from django.core.cache import cache, caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
-KEY = "podium:results-generation"
+from core.cache import generation
+
 T = TypeVar("T")
-
-
-def generation() -> int:
-    value = cache.get(KEY)
-    if value is None:
-        cache.add(KEY, 1, timeout=None)
-        value = cache.get(KEY, 1)
-    return int(value)
-
-
-def _bump_now() -> None:
-    try:
-        cache.incr(KEY)
-    except ValueError:  # not set yet (or evicted): any new value invalidates what was cached
-        cache.set(KEY, generation() + 1, timeout=None)
-
-
-def bump() -> None:
-    """Invalidate after the current transaction commits (a rolled-back change changes nothing)."""
-    transaction.on_commit(_bump_now)
 
 
 def published_fingerprint() -> str:
@@ -47,18 +28,31 @@ def published_fingerprint() -> str:
     return hashlib.sha1(",".join(map(str, ids)).encode()).hexdigest()[:12]
 
 
+def _process_local() -> bool:
+    return isinstance(caches["default"], LocMemCache)
+
+
 def newest_result() -> int:
-    """The newest result's id. With a per-process cache (the embedded default) an import in another
-    process cannot bump this process's generation; a new result row still changes this number."""
+    """The newest result's id, where the cache is per process (the embedded default) and so is the
+    generation: an import run by another process (manage.py import_results) cannot bump this one's,
+    but a new result row still changes this number. With a shared cache (Redis) the services' bumps
+    reach every process and the key costs no query for it."""
+    if not _process_local():
+        return 0
     from ingest.models import Result
 
     return Result.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
 
+def freshness() -> str:
+    """Everything a cached public answer must be rebuilt after: the generation, the published rounds."""
+    return f"{generation()}:{published_fingerprint()}:{newest_result()}"
+
+
 def public_key(name: str, *parts: Any) -> str:
     raw = "|".join(str(p) for p in parts)
     digest = hashlib.sha256(raw.encode()).hexdigest()[:24]
-    return f"podium:{name}:{generation()}:{published_fingerprint()}:{newest_result()}:{digest}"
+    return f"podium:{name}:{freshness()}:{digest}"
 
 
 def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], timeout: int = 3600) -> T:

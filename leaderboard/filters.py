@@ -15,7 +15,7 @@ from django_filters import rest_framework as df
 from accounts.models import Organization
 from catalog.models import Benchmark, Round
 from ingest.models import Finding, Result, Run, System
-from ingest.visibility import visibility_q
+from ingest.visibility import visible_results
 
 
 class NullsLastOrderingFilter(df.OrderingFilter):
@@ -139,7 +139,7 @@ class OrganizationFilter(df.FilterSet):
         # Through the caller's visible results only: filtering on all results would tell an anonymous
         # caller which organizations submitted to a round that is still under embargo.
         user = self.request.user if self.request is not None else AnonymousUser()
-        visible = Result.objects.current().filter(visibility_q(user, result="pk"), round__slug=value)
+        visible = visible_results(user).current().filter(round__slug=value)
         return queryset.filter(pk__in=visible.values("organization_id"))
 
 

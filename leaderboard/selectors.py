@@ -6,11 +6,13 @@ from django.db.models import Count, Q
 
 from accounts.viewer import Visitor
 from catalog.models import Round
-from ingest.visibility import visibility_q, visible_rounds
+from ingest.visibility import visible_results, visible_rounds
 
 
 def rounds_overview(user: Visitor) -> list[Round]:
-    visible = visibility_q(user, prefix="results__", result="results") & Q(results__is_current=True)
+    """The rounds with current results the visitor may see, those results and their organizations
+    counted: a count that included a hidden or held result would give it away."""
+    visible = Q(results__in=visible_results(user).current().values("pk"))
     return list(
         visible_rounds(user)
         .annotate(

@@ -168,7 +168,10 @@ def build_table(round_: Round, view: TableView, user: Visitor) -> Table:
     for result in results:
         row = rows.setdefault((result.division or "", result.organization.name, result.system_slug),
                               Row(system=result.system))
-        row.cells[result.benchmark_key] = Cell(result=result, value=getattr(result, field_name))
+        # Only an official score ranks: a result that is not verified keeps its cell, without a value to
+        # sort on (it sinks below the ranked ones), and shows its raw number as "not official".
+        value = getattr(result, field_name) if result.is_official else None
+        row.cells[result.benchmark_key] = Cell(result=result, value=value)
         used.add(result.benchmark_key)
     all_benchmarks = [b for b in round_.benchmarks.all() if b.key in used]
     shown = [b for b in all_benchmarks if not view.columns or b.key in view.columns] or all_benchmarks

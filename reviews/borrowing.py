@@ -22,6 +22,7 @@ from ingest.engine.findings import ERROR, Finding
 CHECK = "borrowing"
 RULE_SYSTEM = "system-description"
 RULE_CONSISTENCY = "consistency"
+RULE_RERUN = "re-run"
 
 # "By default, they may change batch size (local batch size, global batch size, batchnorm span),
 # but must replace all other hyperparameters as a group." These are the mllog keys that carry
@@ -59,6 +60,9 @@ class Entry:
     system_sha256: str
     runs: tuple[tuple[str, dict[str, Any]], ...]  # (run file, hyperparameters) per run
     system_file: str = ""  # where the system description lives, for findings about it
+    # Per run: (run_start time_ms, the log's digest without hyperparameter lines), to tell a re-run from
+    # an edited log.
+    marks: tuple[tuple[float | None, str], ...] = ()
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
@@ -154,6 +158,7 @@ def check_borrowing(
         )
 
     findings += _consistency(new)
+    findings += _not_rerun(previous=previous, new=new)
 
     before, after, borrowed = previous.hyperparameters, new.hyperparameters, source.hyperparameters
     keys = set(before) | set(after) | (set(borrowed) & modifiable_keys)
@@ -187,6 +192,26 @@ def check_borrowing(
         findings.append(
             Finding(severity=ERROR, check=CHECK, rule=key, message=message, file=new.file_logging(key))
         )
+    return findings
+
+
+def _not_rerun(*, previous: Entry, new: Entry) -> list[Finding]:
+    """Borrowing means re-running: a run that starts at a previous run's very millisecond, or whose log
+    is a previous log but for its hyperparameter lines, was edited, not trained again."""
+    starts = {start for start, _ in previous.marks if start is not None}
+    digests = {digest for _, digest in previous.marks if digest}
+    findings = []
+    for (file, _), (start, digest) in zip(new.runs, new.marks, strict=False):
+        if digest and digest in digests:
+            why = "is a log of the previous version with only its hyperparameter lines changed"
+        elif start is not None and start in starts:
+            why = f"starts at the same millisecond as a run of the previous version (run_start time_ms {start:.0f})"
+        else:
+            continue
+        findings.append(Finding(
+            severity=ERROR, check=CHECK, rule=RULE_RERUN, file=file,
+            message=(f"{file} of {new.label} {why}: a borrowing must train again with the borrowed "
+                     f"hyperparameters, not edit the logs of {previous.label}")))
     return findings
 
 

@@ -14,7 +14,8 @@ from reviews.borrowing import hyperparameter_diff
 from reviews.models import Borrowing, Flag
 
 FINDING_KINDS = ("compliance", "system_desc", "seed", "rcp", "run_count", "scaling", "status", "layout", "parse",
-                 "power", "borrowing", "hyperparameters", "reference-equivalence", "availability")
+                 "power", "borrowing", "hyperparameters", "reference-equivalence", "availability", "submitter",
+                 "sanity", "later_rule", "later_rcp", "spelling", "published_record", "checker_timeout")
 
 
 def held_results() -> QuerySet:

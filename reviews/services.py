@@ -14,6 +14,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import audit_record
 from catalog.models import Round
+from core.cache import bump_generation
 from core.errors import BadRequest
 from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
@@ -52,6 +53,7 @@ def flag_raise(*, actor: User, result: Result, rule: str, description: str, anch
     )
     audit_record(actor=actor, action="flag.create", subject=flag,
                  after={"state": flag.state, "result": result.pk, "rule": flag.rule})
+    bump_generation()  # an undecided flag holds its entry back from the public record
     transaction.on_commit(lambda: notify_organization(
         organization=result.organization, url=flag.get_absolute_url(),
         text=f"{result.system_name or result.system_slug} / {result.benchmark_key} was flagged: {flag.rule}"))
@@ -131,6 +133,7 @@ def flag_decide(*, actor: User, flag: Flag, outcome: str, note: str = "",
                              "updated_at"])
     audit_record(actor=actor, action="flag.decide", subject=flag, before=before,
                  after={"state": Flag.State.RESOLVED, "outcome": outcome, "scaling_factor": flag.scaling_factor})
+    bump_generation()  # the decision may release the entry from the hold
     transaction.on_commit(lambda: notify_organization(
         organization=flag.result.organization, url=flag.get_absolute_url(),
         text=f"Flag #{flag.pk} on {flag.result.benchmark_key} decided: {flag.get_outcome_display()}"))
@@ -230,10 +233,12 @@ def borrowing_start(*, actor: User, entry: Result, source: Result, archive: Path
 
 
 def _entry(result: Result, label: str) -> Entry:
+    runs = list(result.runs.order_by("position"))
     return Entry(
         label=label,
         system_sha256=result.system.description_sha256,
-        runs=tuple((run.file, dict(run.hyperparameters)) for run in result.runs.order_by("position")),
+        runs=tuple((run.file, dict(run.hyperparameters)) for run in runs),
+        marks=tuple((run.run_start_ms, run.rerun_digest) for run in runs),
     )
 
 
@@ -277,6 +282,7 @@ def borrowing_judge(*, borrowing: Borrowing) -> Borrowing:
         audit_record(actor="borrowing check", action="borrowing.state", subject=locked,
                      before={"state": Borrowing.State.PENDING},
                      after={"state": locked.state, "findings": [f"{f.rule}: {f.message}" for f in findings][:20]})
+        bump_generation()  # a refusal restores the previous version; an acceptance marks the borrowing
     return locked
 
 

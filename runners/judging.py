@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from accounts.services import audit_record
 from catalog.extensions import extension
+from core.cache import bump_generation
 from ingest.engine import tool
 from ingest.engine.logparse import parse_log
 from ingest.models import Result
@@ -160,7 +161,9 @@ def result_badge_update(*, result_id: int) -> None:
     jobs = ReproductionJob.objects.filter(result_id=result_id).order_by("-finished_at", "-pk")
     latest = (jobs.filter(state__in=(ReproductionJob.State.REPRODUCED, ReproductionJob.State.MISMATCH)).first()
               or jobs.filter(state=ReproductionJob.State.FAILED).first())
-    Result.objects.filter(pk=result_id).update(reproduction=latest.state if latest else "")
+    badge = latest.state if latest else ""
+    if Result.objects.filter(pk=result_id).exclude(reproduction=badge).update(reproduction=badge):
+        bump_generation()  # the badge shows in tables and the API (an update() sends no signal)
 
 
 # --- the judgement itself --------------------------------------------------------------------------

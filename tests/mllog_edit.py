@@ -31,3 +31,20 @@ def rewrite_log(path: Path, values: dict[str, Any]) -> None:
         out.append(raw)
     assert found == set(values), f"{path.name} does not log {sorted(set(values) - found)}"
     path.write_bytes(b"".join(out))
+
+
+def shift_times(path: Path, shift_ms: int, *, keep: tuple[str, ...] = ()) -> None:
+    """Move every :::MLLOG line's time_ms by `shift_ms`, as if the run had been trained again later
+    (lines whose key is in `keep` stay as they were)."""
+    out = []
+    for raw in path.read_bytes().splitlines(keepends=True):
+        at = raw.rfind(_TOKEN)
+        if at >= 0:
+            body = raw[at + len(_TOKEN):]
+            text = body.rstrip(b"\r\n")
+            record = json.loads(text)
+            if record.get("key") not in keep:
+                record["time_ms"] = record["time_ms"] + shift_ms
+            raw = raw[: at + len(_TOKEN)] + json.dumps(record).encode() + body[len(text):]
+        out.append(raw)
+    path.write_bytes(b"".join(out))

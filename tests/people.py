@@ -1,7 +1,8 @@
 """Personas and a round that accepts uploads, shared by the upload, permission and browser tests.
 
-alice submits for Acme (the owner); bob is her co-member (reviewer at Acme); carol submits for
-Zeta, which also submits to the round; dave belongs to Omega, which does not; chair chairs the
+alice submits for Acme (slug acme, named "Larkspur Compute" like the demo bundles she uploads; the
+owner); bob is her co-member (reviewer at Acme); carol submits for Zeta (slug zeta, "Tessellate Cloud"),
+which also submits to the round; dave belongs to Omega, which does not; chair chairs the
 round; staff is a site admin.
 """
 
@@ -43,8 +44,9 @@ def make_people() -> People:
     def user(name: str, **extra: object) -> object:
         return users.objects.create_user(name, email=f"{name}@example.org", password=PASSWORD, **extra)
 
-    acme = Organization.objects.create(name="Acme", slug="acme")
-    zeta = Organization.objects.create(name="Zeta", slug="zeta")
+    # Named as the demo bundles they upload name themselves (a bundle's submitter is its uploader).
+    acme = Organization.objects.create(name="Larkspur Compute", slug="acme")
+    zeta = Organization.objects.create(name="Tessellate Cloud", slug="zeta")
     omega = Organization.objects.create(name="Omega", slug="omega")
     people = People(acme, zeta, omega, user("alice"), user("bob"), user("carol"), user("dave"), user("chair"),
                     user("staff", is_staff=True))

@@ -35,7 +35,7 @@ def extract_bundle(archive: Path, dest: Path, *, limits: Limits) -> Path:
             _write(opened, screen.finish(), dest, limits)
             opened.verify_end()
         folder = find_submitter_folder(dest)
-        check_submitter_folder(folder, dest)
+        check_submitter_folder(folder, dest, limits)
         return folder
     except BaseException:
         _empty(dest)

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
-from ingest.bundles.limits import BundleRejected
+from ingest.bundles.limits import BundleRejected, Limits, human_size
+from ingest.engine import jsonscan
 from ingest.engine.tree import is_submitter_folder
 
 # The same naming rule as ingest.engine.tree, which ignores any other file in a benchmark folder.
@@ -61,8 +62,9 @@ def _why_no_submitter_folder(root: Path, entries: list[Path]) -> str:
     )
 
 
-def check_submitter_folder(folder: Path, root: Path) -> None:
+def check_submitter_folder(folder: Path, root: Path, limits: Limits | None = None) -> None:
     """Refuses a folder whose results lack a system description, or whose files cannot be read."""
+    limits = limits or Limits()
 
     def rel(path: Path) -> str:
         return path.relative_to(root).as_posix()
@@ -83,10 +85,10 @@ def check_submitter_folder(folder: Path, root: Path) -> None:
             f"the bundle has no result logs; expected {prefix}results/<system>/<benchmark>/result_N.txt"
         )
     for description in sorted(p for p in systems.glob("*.json") if p.is_file()):
-        check_system_json(rel(description), description.read_bytes())
+        check_system_json(rel(description), description.read_bytes(), limits.max_system_json_bytes)
     for log in logs:
         with log.open("rb") as stream:
-            check_log_text(rel(log), stream)
+            check_log_text(rel(log), stream, limits.max_line_bytes)
 
 
 def _subfolders(path: Path) -> list[Path]:
@@ -94,7 +96,13 @@ def _subfolders(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def check_system_json(rel: str, data: bytes) -> None:
+def check_system_json(rel: str, data: bytes, max_bytes: int | None = None) -> None:
+    max_bytes = Limits().max_system_json_bytes if max_bytes is None else max_bytes
+    if len(data) > max_bytes:
+        raise BundleRejected(
+            f"{rel} is {human_size(len(data))}; a system description may be at most {human_size(max_bytes)}. "
+            "Describe the system in the fields MLPerf asks for and leave out attachments"
+        )
     if data.startswith(codecs.BOM_UTF8):
         raise BundleRejected(f"{rel} starts with a byte-order mark; save it as UTF-8 without BOM and upload again")
     try:
@@ -103,7 +111,8 @@ def check_system_json(rel: str, data: bytes) -> None:
         line = data.count(b"\n", 0, exc.start) + 1
         raise BundleRejected(f"{rel} line {line} is not valid UTF-8; save the file as UTF-8 and upload again") from None
     try:
-        loaded = json.loads(text)
+        # Oddities that parse (duplicate keys, NaN, huge numbers) are findings of the verification.
+        loaded, _ = jsonscan.loads(text)
     except json.JSONDecodeError as exc:
         raise BundleRejected(
             f"{rel} line {exc.lineno}, column {exc.colno}: {exc.msg} — fix the JSON and upload again"
@@ -115,11 +124,19 @@ def check_system_json(rel: str, data: bytes) -> None:
         raise BundleRejected(f"{rel} holds {kind} where a JSON object ({{...}}) describing the system is expected")
 
 
-def check_log_text(rel: str, stream: BinaryIO) -> None:
+def check_log_text(rel: str, stream: BinaryIO, max_line_bytes: int | None = None) -> None:
     # Lines are counted as ingest.engine.logparse counts them (universal newlines), so the number
-    # matches the one a finding on this file would show.
+    # matches the one a finding on this file would show. Latin-1: one character per byte.
+    max_line_bytes = Limits().max_line_bytes if max_line_bytes is None else max_line_bytes
     lines = io.TextIOWrapper(stream, encoding="latin-1", newline=None)
     for lineno, line in enumerate(lines, start=1):
+        length = len(line) - line.endswith("\n")
+        if length > max_line_bytes:
+            raise BundleRejected(
+                f"{rel} line {lineno} is {human_size(length)} long; a log line may be at most "
+                f"{human_size(max_line_bytes)} (the longest line of real MLPerf logs is under 3 KB). "
+                "Shorten or remove that line and upload again"
+            )
         try:
             line.encode("latin-1").decode("utf-8")
         except UnicodeDecodeError:

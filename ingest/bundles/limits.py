@@ -5,6 +5,8 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from ingest.engine.logparse import MAX_LINE_BYTES
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -13,6 +15,11 @@ class Limits:
     max_total_bytes: int = 1 * 2**30  # all extracted members together
     max_members: int = 5000
     max_ratio: float = 100.0  # extracted bytes / compressed bytes (archive bombs)
+    # Any one line of a result log. The longest in real MLPerf logs is 2.6 KB; the checker's parser is
+    # quadratic in a line's length (about 2 s at 64 KiB), so a longer line could hold a worker.
+    max_line_bytes: int = MAX_LINE_BYTES
+    # A system description is a few KB of text; Podium stores and serves it back to every API caller.
+    max_system_json_bytes: int = 256 * 2**10
 
 
 class BundleRejected(ValueError):

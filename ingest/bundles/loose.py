@@ -58,11 +58,11 @@ def pack_loose_files(
     bench = _folder_name(benchmark, "the benchmark") if benchmark is not None else _infer_benchmark(result_files)
 
     system_rel = f"{org}/systems/{system}.json"
-    check_system_json(system_rel, system_json.data)
+    check_system_json(system_rel, system_json.data, limits.max_system_json_bytes)
     members = {system_rel: system_json.data}
     for name, chosen in zip(names, result_files, strict=True):
         rel = f"{org}/results/{system}/{bench}/{name}"
-        check_log_text(rel, io.BytesIO(chosen.data))
+        check_log_text(rel, io.BytesIO(chosen.data), limits.max_line_bytes)
         members[rel] = chosen.data
 
     packed = canonical_tar_gz(members)

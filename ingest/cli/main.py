@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--timeout", type=_seconds, default=600.0, metavar="SECONDS",
                         help="give up retrying and waiting after this long (default: 600)")
     submit.add_argument("--json", action="store_true", dest="as_json", help="print one JSON document instead")
+    submit.add_argument("--organization", metavar="SLUG", default="",
+                        help="the organization to submit for, if you may submit for several")
+    submit.add_argument("--make-current", action="store_true",
+                        help="if these bytes were uploaded before and a later upload replaced them, upload them "
+                             "again as the newest upload (verified again; their results become current)")
     return parser
 
 
@@ -83,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ingest.cli.submit import run_submit
 
         return run_submit(server=args.server, token=args.token, round_slug=args.round_slug, path=args.path,
-                          wait=args.wait, timeout=args.timeout, as_json=args.as_json)
+                          wait=args.wait, timeout=args.timeout, as_json=args.as_json,
+                          make_current=args.make_current, organization=args.organization)
     except CliError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return exc.exit_code

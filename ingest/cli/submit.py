@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -214,7 +215,7 @@ def _server_base(server: str) -> str:
 
 
 def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, wait: bool, timeout: float,
-               as_json: bool) -> int:
+               as_json: bool, make_current: bool = False, organization: str = "") -> int:
     base = _server_base(server)
     token = token or os.environ.get("PODIUM_TOKEN", "")
     if not token:
@@ -224,7 +225,11 @@ def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, w
     filename, file_type, data = _payload(path)
     clock = CLOCK
     client = Client(base, token, deadline=clock.now() + timeout, timeout=timeout, clock=clock)
-    body, body_type = encode_multipart({"round": round_slug}, "bundle", filename, file_type, data)
+    if organization and not re.fullmatch(r"[-a-zA-Z0-9_]+", organization):
+        raise CliError(f"--organization {organization!r} is not an organization slug")
+    fields = {"round": round_slug, **({"organization": organization} if organization else {}),
+              **({"make_current": "true"} if make_current else {})}
+    body, body_type = encode_multipart(fields, "bundle", filename, file_type, data)
 
     say(f"uploading {filename} ({len(data):,} bytes) to {base} for round {round_slug}")
     # Retrying the POST is safe: for bytes it already has, the server answers 200 with that submission.
@@ -232,6 +237,8 @@ def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, w
     accepted = _accepted(reply)
     line = (f"submission {accepted['id']}: " + ("already uploaded, " if reply.status == 200 else "")
             + str(accepted["state"]) + (f" — {accepted['url']}" if accepted.get("url") else ""))
+    if reply.status == 200 and accepted.get("detail"):
+        say(str(accepted["detail"]))  # "These bytes are submission #N …", and how to make it current
     if not wait:
         print(json.dumps(accepted, indent=2) if as_json else line)
         return EXIT_OK

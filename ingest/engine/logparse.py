@@ -13,13 +13,25 @@ import hashlib
 import io
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.engine import jsonscan
 from ingest.engine.findings import ERROR, WARNING, Finding
 
 TOKEN = ":::MLLOG "
 EXCERPT_LIMIT = 400
+# The longest line in the real MLPerf logs at hand is 2.6 KB. mlperf-logging's parser runs
+# `re.sub(".*:::MLLOG ", ...)` on every line that holds the token, which is quadratic in the line's
+# length: about 2 s for a 64 KiB line, minutes for 1 MB. The upload screen refuses longer lines, and
+# the engine never hands a longer line to the checker (results trees are imported without the screen).
+MAX_LINE_BYTES = 64 * 1024
+# One finding per bad line up to this many per file and rule, then one that counts the rest: a log
+# of a million broken lines must not become a million database rows.
+MAX_FINDINGS_PER_RULE = 50
+# A time_ms beyond 2**53 has no whole-millisecond float (real logs stamp Unix milliseconds, ~1.7e12).
+MAX_ABS_TIME_MS = float(2**53)
 
 # Keys that describe the run's structure rather than how the model was trained.
 STRUCTURAL_KEYS = frozenset(
@@ -54,6 +66,9 @@ STRUCTURAL_KEYS = frozenset(
         "accelerators_per_node",
     }
 )
+# Keys whose lines decide a run's time, its verdict or its RCP normalization: an ambiguous or
+# unreadable number on one of them is an error, elsewhere a warning (see `_anomaly_findings`).
+SCORE_KEYS = STRUCTURAL_KEYS | {"global_batch_size"}
 # Hyperparameters that the rules name but that do not follow the opt_ prefix convention.
 _EXTRA_HYPERPARAMETERS = frozenset(
     {
@@ -114,6 +129,13 @@ class ParsedLog:
     texts: dict[int, str] = field(default_factory=dict)
     events: list[LogEvent] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    # Lines with an error-level sanity finding (an ambiguous or unreadable number where it counts):
+    # the run they belong to is never counted.
+    rejected_lines: list[int] = field(default_factory=list)
+    # (line, length) of token lines longer than MAX_LINE_BYTES, which the checker is not given.
+    long_lines: list[tuple[int, int]] = field(default_factory=list)
+    _lines_by_text: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    _events_by_line: dict[int, LogEvent] | None = field(default=None, repr=False, compare=False)
 
     def first(self, key: str) -> LogEvent | None:
         return next((e for e in self.events if e.key == key), None)
@@ -127,6 +149,19 @@ class ParsedLog:
 
     def line_text(self, line: int | None) -> str:
         return "" if line is None else self.texts.get(line, "")
+
+    def line_of_text(self, text: str) -> int | None:
+        """The first line whose stripped text is `text` (the checker quotes lines, not their numbers)."""
+        if self._lines_by_text is None:
+            self._lines_by_text = {}
+            for line, known in self.texts.items():
+                self._lines_by_text.setdefault(known, line)
+        return self._lines_by_text.get(text)
+
+    def event_at(self, line: int | None) -> LogEvent | None:
+        if self._events_by_line is None:
+            self._events_by_line = {e.line: e for e in self.events}
+        return None if line is None else self._events_by_line.get(line)
 
     # The official summarizer's `_query_run_start_stop`: scan in order, keep overwriting the
     # start until both a start and a stop have been seen.
@@ -212,6 +247,9 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
             text = raw
         if TOKEN not in text:
             continue
+        length = len(raw.rstrip("\n"))
+        if length > MAX_LINE_BYTES:
+            parsed.long_lines.append((lineno, length))
         # The official `re.sub(".*" + TOKEN, TOKEN, line)` keeps the text from the last token on;
         # rfind does the same without the regex's quadratic rescans of long lines.
         stripped = text[text.rfind(TOKEN) :].strip()
@@ -234,16 +272,99 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
                 line=non_utf8[0],
             )
         )
+    parsed.findings = cap_findings(parsed.findings)
     return parsed
 
 
+def checker_input(data: bytes) -> bytes:
+    """What mlperf-logging's parser reads of a log, and nothing else: the lines holding the token,
+    each from its last token on, in order.
+
+    The parser (`mlp_parser.parse_generator`) skips lines without the token, keeps a line from its
+    last token (`re.sub(".*" + TOKEN, TOKEN, line)`) and strips it, and numbers only the lines it
+    keeps; so the checker judges these bytes exactly as it judges the whole file, with the same line
+    indexes, while its quadratic regex has no prefix or framework chatter to rescan.
+    """
+    out = io.StringIO()
+    for raw in io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None):
+        at = raw.rfind(TOKEN)
+        if at >= 0:
+            out.write(raw[at:].strip())
+            out.write("\n")
+    return out.getvalue().encode("latin-1")
+
+
+def cap_findings(findings: list[Finding]) -> list[Finding]:
+    """At most MAX_FINDINGS_PER_RULE findings per (check, rule, severity); the rest counted in one more."""
+    kept: list[Finding] = []
+    seen: Counter[tuple[str, str, str]] = Counter()
+    first_left_out: dict[tuple[str, str, str], Finding] = {}
+    for finding in findings:
+        group = (finding.check, finding.rule, finding.severity)
+        seen[group] += 1
+        if seen[group] <= MAX_FINDINGS_PER_RULE:
+            kept.append(finding)
+        else:
+            first_left_out.setdefault(group, finding)
+    for group, first in first_left_out.items():
+        more = seen[group] - MAX_FINDINGS_PER_RULE
+        kept.append(
+            Finding(first.severity, first.check, first.rule,
+                    f"{more} more line(s) with the same problem, from line {first.line} on; only the first "
+                    f"{MAX_FINDINGS_PER_RULE} are listed", first.file, first.line)
+        )
+    return kept
+
+
+def _anomaly_findings(parsed: ParsedLog, lineno: int, text: str, key: Any,
+                      anomalies: list[jsonscan.Anomaly]) -> bool:
+    """Findings for the oddities of one line's JSON; True when one of them is an error.
+
+    An error where it can change the score: the line's time or key (a second "time_ms" or "key"
+    makes the line mean two things, and JSON silently keeps the last), or anything on a line whose
+    key decides the run's time, verdict or RCP normalization (run_start, run_stop and its status,
+    eval_accuracy, global_batch_size...). Elsewhere (a hyperparameter, a tracked statistic) a warning:
+    the value is not kept in what Podium stores, and the run still counts.
+    """
+    score_line = isinstance(key, str) and key in SCORE_KEYS
+    failed = False
+    for anomaly in anomalies:
+        top = anomaly.path[0] if anomaly.path else ""
+        severity = ERROR if not anomaly.path or top in ("time_ms", "key") or score_line else WARNING
+        failed = failed or severity == ERROR
+        what = {
+            jsonscan.DUPLICATE_KEY: "duplicate key",
+            jsonscan.NON_FINITE: "a number that is not finite",
+            jsonscan.NUMBER_RANGE: "a number out of range",
+            jsonscan.TOO_DEEP: "JSON nested too deeply",
+        }[anomaly.kind]
+        consequence = (
+            "the run is not counted" if severity == ERROR else "the value is not kept; the run still counts"
+        )
+        parsed.findings.append(
+            Finding(
+                severity=severity,
+                check="sanity",
+                rule=anomaly.kind,
+                message=f"{what} at {anomaly.where} ({anomaly.detail}) on the {key!r} line; {consequence}"
+                if isinstance(key, str) else f"{what} at {anomaly.where} ({anomaly.detail}); {consequence}",
+                file=parsed.name,
+                line=lineno,
+                excerpt=excerpt(text),
+            )
+        )
+    return failed
+
+
 def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
-    def problem(message: str) -> None:
+    def problem(message: str, rule: str = "mllog-line") -> None:
+        if rule != "mllog-line":
+            parsed.rejected_lines.append(lineno)
         parsed.findings.append(
             Finding(
                 severity=ERROR,
-                check="parse",
-                rule="mllog-line",
+                check="parse" if rule == "mllog-line" else "sanity",
+                rule=rule,
                 message=message,
                 file=parsed.name,
                 line=lineno,
@@ -253,7 +374,7 @@ def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
 
     body = text[len(TOKEN) :] if text.startswith(TOKEN) else text
     try:
-        record = json.loads(body)
+        record, anomalies = jsonscan.loads(body)
     except json.JSONDecodeError as exc:
         problem(f"not a JSON object after ':::MLLOG': {exc.msg} at column {exc.colno}")
         return
@@ -263,21 +384,29 @@ def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
     if not isinstance(record, dict):
         problem(f"expected a JSON object after ':::MLLOG', found {type(record).__name__}")
         return
+    if anomalies and _anomaly_findings(parsed, lineno, text, record.get("key"), anomalies):
+        parsed.rejected_lines.append(lineno)
     missing = [k for k in ("time_ms", "key", "value", "metadata") if k not in record]
     if missing:
         problem("missing field(s) " + ", ".join(repr(k) for k in missing))
         return
+    if record["time_ms"] is None and any(a.path[:1] == ("time_ms",) for a in anomalies):
+        return  # a non-finite or out-of-range time_ms, reported above
     try:
         time_ms = float(record["time_ms"])
     except (TypeError, ValueError):
-        problem(f"time_ms {record['time_ms']!r} is not a number")
+        problem(f"time_ms {excerpt(repr(record['time_ms']))} is not a number")
         return
     if not math.isfinite(time_ms):
-        problem(f"time_ms {record['time_ms']!r} is not a finite number")
+        problem(f"time_ms {excerpt(repr(record['time_ms']))} is not a finite number", "non-finite")
+        return
+    if abs(time_ms) > MAX_ABS_TIME_MS:
+        problem(f"time_ms {time_ms!r} is out of range: a timestamp in milliseconds is below 2**53",
+                "number-range")
         return
     key = record["key"]
     if not isinstance(key, str):
-        problem(f"key {key!r} is not a string")
+        problem(f"key {excerpt(repr(key))} is not a string")
         return
     metadata = record["metadata"] if isinstance(record["metadata"], dict) else {}
     parsed.events.append(

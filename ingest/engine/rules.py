@@ -15,18 +15,16 @@ from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
 USAGE = "training"
 
 # Automatic RCP score normalization (a submission converging faster than the reference mean is
-# slowed to it) was approved for the v2.1 round: mlcommons/training_policies PR #503, implemented
-# in mlcommons/logging PR #271 (Oct 2022). Earlier rounds were published without it.
+# slowed to it) entered the rules in training_policies be67ab3 (2022-08-18) and the tool in
+# mlcommons/logging 44d979b (2022-10-04), before the v2.1 deadline; earlier rounds were published
+# without it (catalog/data/rule_changes.yaml lists the change for 1.0.0 to 2.0.0).
 RCP_NORMALIZATION_SINCE = (2, 1, 0)
 # The package checker runs the seed and RCP checks from ruleset 1.0.0 on (package_checker.py).
 SEED_AND_RCP_CHECKS_SINCE = (1, 0, 0)
-# Logging a seed became mandatory for closed submissions by the Training WG in Sept 2024
-# (mlcommons/training_policies issue #546, mlcommons/logging PR #384); before that a run that logs
-# no seed was allowed, and only duplicate seeds were an error (mlcommons/logging issue #85).
-SEED_LOGGING_REQUIRED_SINCE = (5, 0, 0)
-# system_desc_checker's status whitelist was meant for 4.1 and later, but its condition
-# (`major >= 4 or ...`) also applies it to 4.0, whose published results use "onprem", "cloud"…
-STATUS_WHITELIST_SINCE = (4, 1, 0)
+# system_desc_checker checks `status` for rulesets whose major version is 4 or more (mlperf-logging
+# 4.1.68, `ruleset_major_version >= 4`); older rulesets get no status check at all, as in their time.
+# Which values 4.0.0's own checker accepted is in catalog/data/rule_changes.yaml (191ed2c).
+TOOL_STATUS_CHECK_SINCE = (4, 0, 0)
 
 # result_summarizer: max_dropped_scores = 4 for unet3d, else 1.
 _OLYMPIC_K = {"unet3d": 4}
@@ -50,6 +48,15 @@ _AVAILABILITY = {
     "internal": RDI,
     "preview": PREVIEW,
 }
+# Spellings of rounds whose checker did not check status (before 4.0.0; 3.1 results use them). They
+# are mapped for every ruleset, so that a category is shown; from 4.0.0 on the tool's verdict on them
+# stands (neither the 4.0 checker nor today's accepts them).
+_OLD_SPELLINGS = {
+    "available on premise": AVAILABLE_ONPREM,
+    "available in cloud": AVAILABLE_CLOUD,
+}
+# Division spellings that say plainly which division was meant ("close" is in published results).
+_DIVISION_SPELLINGS = {"closed": "closed", "close": "closed", "open": "open"}
 # Podium's own facets: (category, system type) per official availability.
 CATEGORY_AVAILABLE = "available"
 CATEGORY_PREVIEW = "preview"
@@ -110,16 +117,12 @@ def applies_seed_and_rcp_checks(ruleset: str) -> bool:
     return version(ruleset) >= SEED_AND_RCP_CHECKS_SINCE
 
 
-def requires_seed_logging(ruleset: str) -> bool:
-    return version(ruleset) >= SEED_LOGGING_REQUIRED_SINCE
-
-
 def applies_rcp_normalization(ruleset: str) -> bool:
     return version(ruleset) >= RCP_NORMALIZATION_SINCE
 
 
-def enforces_status_whitelist(ruleset: str) -> bool:
-    return version(ruleset) >= STATUS_WHITELIST_SINCE
+def tool_checks_status(ruleset: str) -> bool:
+    return version(ruleset) >= TOOL_STATUS_CHECK_SINCE
 
 
 def rcp_known_for(benchmark: str) -> bool:
@@ -130,7 +133,17 @@ def rcp_known_for(benchmark: str) -> bool:
 
 
 def map_availability(status: str) -> str | None:
-    return _AVAILABILITY.get(status.strip().lower())
+    key = status.strip().lower()
+    return _AVAILABILITY.get(key) or _OLD_SPELLINGS.get(key)
+
+
+def is_canonical_availability(status: str) -> bool:
+    return status in _FACETS
+
+
+def division_meant(value: str) -> str | None:
+    """The division a spelling plainly means ("close" → closed), or None."""
+    return _DIVISION_SPELLINGS.get(value.strip().lower())
 
 
 def facets(availability: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.engine import rules
+from ingest.engine import history, jsonscan, rules
 from ingest.engine.findings import ERROR, WARNING, Finding
 
 # The 33 keys system_desc_checker requires (presence only), mlperf-logging 4.1.68.
@@ -47,7 +47,14 @@ REQUIRED_FIELDS = (
     "operating_system",
     "sw_notes",
 )
-_INT_RE = re.compile(r"^\s*\d+\s*$")
+_INT_RE = re.compile(r"^\s*\d{1,18}\s*$")
+# The largest MLPerf Training systems have about 11,600 accelerators on 1,450 nodes. A count above
+# ten million is not a description of a machine, and the stored counts are 32-bit columns.
+MAX_COUNT = 10_000_000
+# Keys of the description whose doubling or oddity changes what Podium derives (division, category,
+# counts): an ambiguous value there is an error; elsewhere a warning and the value is not kept.
+_DERIVED_FROM = frozenset({"division", "status", "number_of_nodes", "accelerators_per_node",
+                           "host_processors_per_node", "submitter", "system_name"})
 
 
 @dataclass
@@ -59,6 +66,8 @@ class SystemFacts:
     description: dict[str, Any] = field(default_factory=dict)
     parsed: bool = False
     division: str = ""
+    # The division as written where Podium read a spelling the rules do not name ("close"); else "".
+    division_given: str = ""
     status: str = ""
     availability: str = ""
     category: str = ""
@@ -70,17 +79,40 @@ class SystemFacts:
     host_processor_count: int | None = None
     findings: list[Finding] = field(default_factory=list)
 
+    @property
+    def division_respelled(self) -> bool:
+        return bool(self.division_given)
+
     def text(self, key: str) -> str:
         value = self.description.get(key, "")
         return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-def _count(facts: SystemFacts, key: str) -> int | None:
-    raw = facts.description.get(key)
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
-        return raw
+def _whole(raw: Any) -> int | None:
+    """A count as every version of the tools reads it: an int, a string of digits, or an integral float
+    (`"number_of_nodes": 1.0`; result_summarizer casts with int())."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if raw >= 0 else None
+    if isinstance(raw, float):
+        return int(raw) if raw.is_integer() and 0 <= raw <= 2**63 else None
     if isinstance(raw, str) and _INT_RE.match(raw):
         return int(raw)
+    return None
+
+
+def _count(facts: SystemFacts, key: str) -> int | None:
+    raw = facts.description.get(key)
+    value = _whole(raw)
+    if value is not None and value > MAX_COUNT:
+        facts.findings.append(
+            Finding(ERROR, "system_desc", key, f"{key} {value} is not plausible: Podium accepts at most "
+                    f"{MAX_COUNT:,}", facts.file)
+        )
+        return None
+    if value is not None:
+        return value
     if key in facts.description:
         facts.findings.append(
             Finding(ERROR, "system_desc", key, f"{key} must be a whole number, found {raw!r}", facts.file)
@@ -88,7 +120,9 @@ def _count(facts: SystemFacts, key: str) -> int | None:
     return None
 
 
-def read_system_desc(data: bytes | None, file: str, ruleset: str) -> SystemFacts:
+def read_system_desc(data: bytes | None, file: str, ruleset: str, *, mode: str = history.UPLOAD) -> SystemFacts:
+    """`mode`: history.UPLOAD judges by the rules in full; history.IMPORT (an official results tree) reads
+    spellings the round's tools accepted and MLCommons published, with a warning."""
     facts = SystemFacts(file=file)
     if data is None:
         facts.findings.append(
@@ -106,12 +140,23 @@ def read_system_desc(data: bytes | None, file: str, ruleset: str) -> SystemFacts
         )
         return facts
     try:
-        loaded = json.loads(text)
+        loaded, anomalies = jsonscan.loads(text)
     except json.JSONDecodeError as exc:
         facts.findings.append(
             Finding(ERROR, "system_desc", "json", f"does not parse as JSON: {exc.msg}", file, exc.lineno)
         )
         return facts
+    except RecursionError:
+        facts.findings.append(Finding(ERROR, "system_desc", "json", "is nested too deeply to read", file))
+        return facts
+    for anomaly in anomalies:
+        top = anomaly.path[0] if anomaly.path else ""
+        severity = ERROR if top in _DERIVED_FROM or not anomaly.path else WARNING
+        kept = "the last one is read" if anomaly.kind == jsonscan.DUPLICATE_KEY else "it is stored as null"
+        facts.findings.append(
+            Finding(severity, "sanity", anomaly.kind, f"{anomaly.detail} at {anomaly.where}; {kept}"
+                    if anomaly.kind != jsonscan.DUPLICATE_KEY else f"{anomaly.detail} (at {anomaly.where})", file)
+        )
     if not isinstance(loaded, dict):
         facts.findings.append(
             Finding(ERROR, "system_desc", "json", f"must be a JSON object, found {type(loaded).__name__}", file)
@@ -119,24 +164,46 @@ def read_system_desc(data: bytes | None, file: str, ruleset: str) -> SystemFacts
         return facts
     facts.description = loaded
     facts.parsed = True
-    _derive(facts, ruleset)
+    _derive(facts, ruleset, mode)
     return facts
 
 
-def _derive(facts: SystemFacts, ruleset: str) -> None:
+def _derive(facts: SystemFacts, ruleset: str, mode: str) -> None:
     division = facts.description.get("division")
+    meant = rules.division_meant(division) if isinstance(division, str) else None
     if division in rules.DIVISIONS:
         facts.division = division
-    elif "division" in facts.description:
+    elif meant is not None and mode == history.IMPORT:
+        # The official tools take any string: system_desc_checker checks presence only, the result
+        # summarizer scores the result, and the package checker runs its closed-only seed and RCP
+        # checks for exactly "closed". MLCommons published such results; Podium files them where meant.
+        facts.division, facts.division_given = meant, str(division)
         facts.findings.append(
-            Finding(ERROR, "system_desc", "division", f"division must be 'closed' or 'open', found {division!r}",
-                    facts.file)
+            Finding(WARNING, history.SPELLING, "division",
+                    f"division {division!r} is not one the rules name ('closed' or 'open'); the official tools "
+                    f"accept any value (the package checker runs its closed-division seed and RCP checks only for "
+                    f"exactly 'closed') and MLCommons published the result, so Podium files it under {meant!r}. "
+                    "Podium's own closed-division checks of it are warnings", facts.file)
+        )
+    elif "division" in facts.description:
+        hint = f" (did you mean {meant!r}?)" if meant is not None else ""
+        facts.findings.append(
+            Finding(ERROR, "system_desc", "division",
+                    f"division must be 'closed' or 'open', found {division!r}{hint}", facts.file)
         )
     status = facts.description.get("status")
     if isinstance(status, str):
         facts.status = status
         availability = rules.map_availability(status)
-        if availability is None:
+        if availability is None and not rules.tool_checks_status(ruleset) and mode == history.IMPORT:
+            facts.findings.append(
+                Finding(WARNING, history.SPELLING, "status",
+                        f"status {status!r} is not an availability Podium can file the result under; the "
+                        f"checkers of ruleset {ruleset} never checked status (the first status check came with "
+                        "mlcommons/logging 9d75268, 2024-01-23) and MLCommons published the result, so it "
+                        "stands without a category", facts.file)
+            )
+        elif availability is None:
             facts.findings.append(
                 Finding(ERROR, "system_desc", "status",
                         f"status {status!r} is not an availability MLPerf knows; use one of "
@@ -155,14 +222,27 @@ def _derive(facts: SystemFacts, ruleset: str) -> None:
     facts.host_processors_per_node = _count(facts, "host_processors_per_node")
     # result_summarizer: accelerators_count = accelerators_per_node × number_of_nodes.
     if facts.number_of_nodes is not None and facts.accelerators_per_node is not None:
-        facts.accelerator_count = facts.number_of_nodes * facts.accelerators_per_node
+        facts.accelerator_count = _product(facts, "accelerators", facts.number_of_nodes, facts.accelerators_per_node)
     if facts.number_of_nodes is not None and facts.host_processors_per_node is not None:
-        facts.host_processor_count = facts.number_of_nodes * facts.host_processors_per_node
+        facts.host_processor_count = _product(facts, "host processors", facts.number_of_nodes,
+                                              facts.host_processors_per_node)
+
+
+def _product(facts: SystemFacts, what: str, nodes: int, per_node: int) -> int | None:
+    total = nodes * per_node
+    if total > MAX_COUNT:
+        facts.findings.append(
+            Finding(ERROR, "system_desc", "number_of_nodes", f"{nodes:,} nodes x {per_node:,} {what} per node "
+                    f"= {total:,} {what}, more than the {MAX_COUNT:,} Podium accepts", facts.file)
+        )
+        return None
+    return total
 
 
 def judge_tool_verdict(facts: SystemFacts, valid: bool | None, reasons: list[str], crash: str | None,
                        ruleset: str) -> None:
-    """Turn system_desc_checker's answer into findings, separating its 4.0 status quirk."""
+    """Turn system_desc_checker's answer into findings: a status spelling the round's own checker accepted
+    is a warning naming the later change; anything else it rejects is an error."""
     if crash is not None:
         facts.findings.append(
             Finding(WARNING, "tool", "system_desc_checker",
@@ -171,19 +251,31 @@ def judge_tool_verdict(facts: SystemFacts, valid: bool | None, reasons: list[str
         return
     if valid:
         return
-    for reason in reasons or ["system_desc_checker rejected the file without a reason"]:
+    reasons = reasons or ["system_desc_checker rejected the file without a reason"]
+    change = history.status_change(ruleset)
+    for reason in reasons:
         about_status = reason.startswith("Field status contains a non valid value")
         if about_status and facts.availability == "":
             continue  # _derive already reported the unknown status, with the values to use
-        if about_status and not rules.enforces_status_whitelist(ruleset):
+        if about_status and change is not None and history.accepted_then(change, facts.status):
             facts.findings.append(
-                Finding(WARNING, "tool", "system_desc_checker.status",
-                        f"mlperf-logging {ruleset} rejects the status spelling {facts.status!r}, but the "
-                        f"closed list of status values applies from 4.1.0 (the tool's version test also "
-                        f"catches 4.0.0); {facts.status!r} is read as {facts.availability!r} as the "
-                        f"result summarizer does. Tool said: {reason}", facts.file)
+                Finding(WARNING, history.LATER_RULE, change.id,
+                        f"today's system_desc_checker rejects the status spelling {facts.status!r}, which the "
+                        f"checker of ruleset {ruleset} accepted: {change.what} ({change.cite()}). "
+                        f"{facts.status!r} is read as {facts.availability!r}, as the result summarizer does",
+                        facts.file, detail=f"Tool said: {reason}")
+            )
+        elif about_status:
+            facts.findings.append(
+                Finding(ERROR, "system_desc", "status",
+                        f"{reason}; Podium shows {facts.availability!r} meanwhile", facts.file)
             )
         else:
             field_name = reason.removeprefix("Missing field ").strip() if reason.startswith("Missing field") \
                 else "status" if "status" in reason else "system_desc"
             facts.findings.append(Finding(ERROR, "system_desc", field_name, reason, facts.file))
+    if any(r.startswith("Field status contains a non valid value") for r in reasons):
+        # The checker replaces its list of reasons by the status one, so missing fields go unsaid.
+        for name in REQUIRED_FIELDS:
+            if name not in facts.description:
+                facts.findings.append(Finding(ERROR, "system_desc", name, f"Missing field {name}", facts.file))

@@ -15,7 +15,9 @@ from ingest.engine.findings import WARNING, Finding
 
 _RESULT_NAME = re.compile(r"^result_.+\.txt$")
 _KNOWN_EXTRAS = {"scaling.json", "package_checker_params", "power"}
-DIGEST_SCHEME = "podium-item-v1"
+# Part of every item digest, so that a change in how Podium judges an item makes the next import verify it
+# again: v2 judges each round by the rules of its time (catalog/data/rule_changes.yaml).
+DIGEST_SCHEME = "podium-item-v2"
 
 
 class TreeError(ValueError):

@@ -3,11 +3,29 @@
 `verify_item` copies the item to a scratch folder (the tools write into what they check), runs
 the round's checkers there one at a time, and returns a plain `ItemReport`; storing it is the
 caller's business. It never raises for bad input: a bad file becomes a finding.
+
+Whatever the files hold, the report is storable (`storable_problems` is empty): every number in it is
+finite and within the database's range, and the score is None or a plausible, positive time. Every
+checker call runs under a hard time budget (`tool.run_bounded`); running out of it is an error
+finding on the bundle.
+
+Every round is judged by the rules of its time (engine/history.py, catalog/data/rule_changes.yaml): a
+failure of a rule that came after the round is a warning naming the change, RCP points added after its
+publication are left out, and the status spellings and value types its own checker accepted are read.
+
+Two modes (`mode=`): UPLOAD (the default) trusts nothing in the bundle: the round's rules apply in full,
+the scaling factor is the one Podium computes from them, and a `scaling.json` that disagrees is an error.
+IMPORT is for official MLCommons results trees, never shown below the published record: the published
+`scaling.json` stands (provided it is a finite factor of at least 1), none means no factor, and Podium's
+stricter opinions (an RCP failure the review accepted, a rule of the time today's tool dropped, a
+division spelled "close") are warnings beside the published score.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -15,10 +33,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from catalog.catalog_data import AFTER_PUBLICATION, TOOL_LAG, RuleChange
 from catalog.extensions import extension
-from ingest.engine import rules, tool
+from ingest.engine import history, jsonscan, rules, tool
+from ingest.engine.digests import rerun_digest
 from ingest.engine.findings import ERROR, INFO, WARNING, Finding
-from ingest.engine.logparse import ParsedLog, excerpt, parse_log
+from ingest.engine.logparse import (
+    EXCERPT_LIMIT,
+    MAX_LINE_BYTES,
+    ParsedLog,
+    cap_findings,
+    checker_input,
+    excerpt,
+    parse_log,
+)
 from ingest.engine.power import run_energy
 from ingest.engine.scoring import FAILED, olympic_by_time, olympic_score
 from ingest.engine.system_desc import SystemFacts, judge_tool_verdict, read_system_desc
@@ -30,6 +58,47 @@ NONCOMPLIANT = "noncompliant"
 SCALING_FROM_FILE = "scaling_json"
 SCALING_FROM_RCP = "rcp"
 SCALING_NONE = "none"
+
+# Whose word counts (see the module's docstring and engine/history.py).
+UPLOAD = history.UPLOAD
+IMPORT = history.IMPORT
+MODES = history.MODES
+
+# A run's time to train counts only between these bounds. The fastest real MLPerf Training runs take
+# about six seconds (BERT on thousands of accelerators) and the slowest in the corpus 16 hours (CPU-only
+# ResNet); a run under one second or over 30 days is a wrong clock or an edited log, not a training run.
+MIN_TIME_TO_TRAIN_MIN = 1 / 60
+MAX_TIME_TO_TRAIN_MIN = 30 * 24 * 60.0
+# An official score is a mean of counted times, times a factor >= 1, so it cannot be smaller than a
+# counted run; the bound is checked again on the score as the last line of defence.
+MIN_SCORE_MIN = MIN_TIME_TO_TRAIN_MIN
+
+
+def min_time_to_train_min(benchmark: str) -> float:
+    """The shortest plausible time to train: one second for MLPerf's benchmarks, or what one of Podium's
+    own small benchmarks declares (the reference benchmark trains in well under a second on a CPU)."""
+    ext = extension(benchmark)
+    return ext.min_time_to_train_s / 60 if ext is not None else MIN_TIME_TO_TRAIN_MIN
+
+# RCP normalization is reference mean / submission mean for a submission faster than the mean but
+# within the allowed speedup, so it lies in [1, ~1.3] in every round; past 10 it is not an RCP factor.
+MAX_SCALING_FACTOR = 10.0
+# Two factors that agree to this relative tolerance are the same factor (the tool writes scaling.json
+# with repr, a submitter may round to 6 digits).
+SCALING_RTOL = 1e-6
+# Result files verified per item: the rules require at most 40 (unet3d). More is already an error
+# (run count); verifying thousands would only hold the worker.
+MAX_RUNS_PER_ITEM = 100
+# The checker budget of a whole item: each call gets at most tool.CHECKER_BUDGET_S, and all of an
+# item's calls together at most this, so an item of many slow logs cannot hold a worker for
+# (number of logs) x (budget).
+ITEM_BUDGET_FACTOR = 4.0
+# Finding texts that quote the tool (a compliance message can carry a whole 64 KiB line).
+MAX_DETAIL_CHARS = 4000
+# PostgreSQL column ranges the report's integers land in (positive small/int/bigint fields).
+_SMALLINT_MAX = 2**15 - 1
+_INT_MAX = 2**31 - 1
+_BIGINT_MAX = 2**63 - 1
 
 
 @dataclass
@@ -52,6 +121,8 @@ class RunReport:
     logged: dict[str, Any] = field(default_factory=dict)
     energy_j: float | None = None
     findings: list[Finding] = field(default_factory=list)
+    # The log without its hyperparameter lines (ingest.engine.digests): a borrowing's runs must differ.
+    rerun_digest: str = ""
 
 
 @dataclass
@@ -76,6 +147,10 @@ class ItemReport:
     rcp_norm_factor: float | None = None
     energy_j: float | None = None
     findings: list[Finding] = field(default_factory=list)
+    mode: str = UPLOAD
+    # Seconds spent in checker calls, all of them and the longest one (for operators and tests).
+    checker_seconds: float = 0.0
+    checker_longest_s: float = 0.0
 
     @property
     def verdict(self) -> str:
@@ -126,26 +201,55 @@ def _compliance_finding(message: str, severity: str, parsed: ParsedLog) -> Findi
         summary = f"quality target not reached: no '{key}' line satisfies {head.split(':', 1)[1].strip()}"
     elif match := _TRIGGERED.search(message):
         text = match.group("text").strip()
-        line = next((n for n, t in parsed.texts.items() if t == text), None)
-        event = next((e for e in parsed.events if e.line == line), None)
+        line = parsed.line_of_text(text)
+        event = parsed.event_at(line)
         key = event.key if event else "compliance"
         summary = f"a rule of the checker could not be evaluated on '{key}'"
     return Finding(
         severity=severity,
         check="compliance",
-        rule=key,
-        message=summary,
+        rule=key[:120],
+        message=_clip(summary),
         file=parsed.name,
         line=line,
         excerpt=excerpt(parsed.line_text(line)),
-        detail=message.strip() if message.strip() != summary else "",
+        detail=_clip(message.strip()) if message.strip() != summary else "",
     )
 
 
-def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcome,
-                expected_benchmark: str) -> RunReport:
+def _clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _time_to_train(parsed: ParsedLog, floor: float) -> tuple[float | None, Finding | None]:
+    """The run's time to train in minutes where it is plausible, else None and the finding that says why."""
     start, stop = parsed.run_bounds()
+    if start is None or stop is None:
+        return None, None
+    minutes = (stop.time_ms - start.time_ms) / 60 / 1000
+    where = (f"run_start (line {start.line}, time_ms {start.time_ms:.17g}) and run_stop (line {stop.line}, "
+             f"time_ms {stop.time_ms:.17g})")
+    if minutes <= 0:
+        why = (f"the timestamps go backwards: {where} give a time to train of {minutes:.6g} min; "
+               "run_stop must come after run_start")
+    elif minutes < floor:
+        why = (f"{where} give a time to train of {minutes * 60:.6g} s; no training run of this benchmark takes "
+               f"less than {floor * 60:g} s")
+    elif minutes > MAX_TIME_TO_TRAIN_MIN:
+        why = (f"{where} give a time to train of {minutes / 60 / 24:.6g} days; Podium counts no run longer "
+               f"than {MAX_TIME_TO_TRAIN_MIN / 60 / 24:g} days")
+    else:
+        return minutes, None
+    return None, Finding(ERROR, "sanity", "time_to_train", f"{why}; the run is not counted", parsed.name,
+                         stop.line, excerpt(parsed.line_text(stop.line)))
+
+
+def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcome,
+                expected_benchmark: str, of_the_time: list[Finding]) -> RunReport:
+    start, stop = parsed.run_bounds()
+    minutes, implausible = _time_to_train(parsed, min_time_to_train_min(expected_benchmark))
     run = RunReport(
+        rerun_digest=rerun_digest(parsed),
         position=position,
         file=parsed.name,
         sha256=parsed.sha256,
@@ -153,7 +257,7 @@ def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcom
         line_count=parsed.line_count,
         run_start_ms=start.time_ms if start else None,
         run_stop_ms=stop.time_ms if stop else None,
-        time_to_train_min=parsed.time_to_train_minutes(),
+        time_to_train_min=minutes,
         status=parsed.stop_status(),
         compliant=outcome.valid,
         hyperparameters=parsed.hyperparameters(),
@@ -165,7 +269,10 @@ def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcom
         },
         findings=list(parsed.findings),
     )
-    if outcome.crash is not None:
+    if implausible is not None:
+        run.findings.append(implausible)
+    # A timeout is an error finding on the item already (_check_logs), not a tool warning on the run.
+    if outcome.crash is not None and not outcome.timed_out:
         run.findings.append(
             Finding(WARNING, "tool", "compliance_checker",
                     f"the compliance checker could not judge this log ({outcome.crash}); it is not counted",
@@ -173,6 +280,10 @@ def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcom
         )
     run.findings += [_compliance_finding(m, ERROR, parsed) for m in outcome.errors]
     run.findings += [_compliance_finding(m, WARNING, parsed) for m in outcome.warnings]
+    run.findings += of_the_time
+    if outcome.omitted:
+        run.findings.append(Finding(WARNING, "compliance", "compliance", f"the checker said {outcome.omitted} more "
+                                    "thing(s) about this log, left out here", parsed.name))
     if run.status is not None and run.status not in rules.RUN_STATUSES:
         run.findings.append(
             Finding(ERROR, "status", "run_stop", f"run_stop status {run.status!r} is not one the rules allow "
@@ -196,12 +307,47 @@ def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcom
         and run.status == "success"
         and run.time_to_train_min is not None
         and logged_benchmark in (None, expected_benchmark)
+        and not parsed.rejected_lines
     )
+    run.findings = cap_findings(run.findings)
     return run
 
 
-def _scratch_copy(source: ItemSource, system_bytes: bytes | None, scratch_root: Path | None) -> tuple[Path, Path,
-                                                                                                     list[Path]]:
+class _Budget:
+    """The checker time an item may still use: each call at most `call_s`, all together at most
+    ITEM_BUDGET_FACTOR x `call_s`."""
+
+    def __init__(self, call_s: float) -> None:
+        if not (math.isfinite(call_s) and call_s > 0):
+            raise ValueError(f"a checker budget must be a positive number of seconds, not {call_s!r}")
+        self.call_s = call_s
+        self.item_s = call_s * ITEM_BUDGET_FACTOR
+        self.spent = 0.0
+        self.longest = 0.0
+
+    def next_call(self) -> float | None:
+        """Seconds for the next call, or None when the item's budget is spent."""
+        remaining = self.item_s - self.spent
+        return None if remaining < 0.01 else min(self.call_s, remaining)
+
+    def charge(self, elapsed: float) -> None:
+        self.spent += elapsed
+        self.longest = max(self.longest, elapsed)
+
+
+def _timeout_finding(what: str, budget: _Budget, file: str, allowed: float | None) -> Finding:
+    if allowed is None:
+        message = (f"{what} was not run: this item's checker budget of {budget.item_s:g} s was spent on "
+                   "earlier checks")
+    else:
+        message = (f"{what} did not finish within its budget of {allowed:g} s and was stopped. Logs that real "
+                   "training writes are checked in well under a second: look for very long lines, very many "
+                   "lines or a very large file")
+    return Finding(ERROR, "tool", "checker_timeout", message, file)
+
+
+def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: Path | None) -> tuple[Path, Path,
+                                                                                                     Path]:
     if scratch_root is not None:
         scratch_root.mkdir(parents=True, exist_ok=True)
     top = Path(tempfile.mkdtemp(prefix="podium-verify-", dir=scratch_root))
@@ -213,19 +359,20 @@ def _scratch_copy(source: ItemSource, system_bytes: bytes | None, scratch_root: 
     system_json = systems / "system.json"
     if system_bytes is not None:
         system_json.write_bytes(system_bytes)
-    copies = []
-    for i, path in enumerate(source.result_files):
-        # Uniform names keep the tools' glob (result_*.txt) and sort order predictable.
-        target = bench / f"result_{i:04d}.txt"
-        shutil.copyfile(path, target)
-        copies.append(target)
-    return top, system_json, copies
+    return top, system_json, bench
 
 
 def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None = None,
-                digest: str | None = None) -> ItemReport:
+                digest: str | None = None, mode: str = UPLOAD,
+                checker_budget_s: float | None = None) -> ItemReport:
+    """`mode`: UPLOAD (a bundle from a submitter: trust nothing in it) or IMPORT (an official results
+    tree, whose published scaling.json stands). `checker_budget_s`: the most one checker call may
+    take (default tool.default_budget(): tool.CHECKER_BUDGET_S or PODIUM_CHECKER_BUDGET_S)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    budget = _Budget(tool.default_budget() if checker_budget_s is None else checker_budget_s)
     system_bytes = source.system_json.read_bytes() if source.system_json else None
-    facts = read_system_desc(system_bytes, source.system_rel, ruleset)
+    facts = read_system_desc(system_bytes, source.system_rel, ruleset, mode=mode)
     ext = extension(source.benchmark)
     report = ItemReport(
         org=source.org,
@@ -237,37 +384,156 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
         system_facts=facts,
         required_runs=ext.required_runs if ext else rules.required_runs(source.benchmark),
         olympic_k=ext.olympic_k if ext else rules.olympic_k(source.benchmark),
+        mode=mode,
     )
-    top, system_copy, copies = _scratch_copy(source, system_bytes, scratch_root)
+    files = list(source.result_files[:MAX_RUNS_PER_ITEM])
+    top, system_copy, bench = _scratch_dirs(source, system_bytes, scratch_root)
     try:
         if facts.parsed:
-            outcome = tool.check_system_desc(system_copy, ruleset)
-            judge_tool_verdict(facts, outcome.valid, outcome.reasons, outcome.crash, ruleset)
+            allowed = budget.next_call()
+            if allowed is None:
+                report.findings.append(_timeout_finding("system_desc_checker", budget, facts.file, None))
+            else:
+                outcome = tool.check_system_desc(system_copy, ruleset, budget_s=allowed)
+                budget.charge(outcome.elapsed_s)
+                if outcome.timed_out:
+                    report.findings.append(_timeout_finding("system_desc_checker", budget, facts.file, allowed))
+                else:
+                    judge_tool_verdict(facts, outcome.valid, outcome.reasons, outcome.crash, ruleset)
         report.findings.extend(facts.findings)
         report.findings.extend(source.layout_findings)
+        if len(source.result_files) > len(files):
+            report.findings.append(
+                Finding(ERROR, "run_count", report.benchmark, f"{len(source.result_files)} result files; Podium "
+                        f"verifies at most {MAX_RUNS_PER_ITEM} per item and ignored the rest", source.rel_root)
+            )
         known = ext is not None or source.benchmark in rules.allowed_benchmarks(ruleset)
         if not known:
             report.findings.append(
                 Finding(ERROR, "layout", "benchmark", f"{source.benchmark!r} is not a benchmark of ruleset "
                         f"{ruleset} (it has: {', '.join(rules.allowed_benchmarks(ruleset))})", source.rel_root)
             )
-        for position, (path, copy) in enumerate(zip(source.result_files, copies, strict=True)):
-            parsed = parse_log(path.read_bytes(), f"{source.rel_root}/{path.name}")
-            outcome = tool.check_compliance(copy, ruleset, ext.rules if ext else None)
-            report.runs.append(_run_report(position, parsed, outcome, source.benchmark))
+        copies = _check_logs(report, source, files, bench, ext.rules if ext else None, budget)
         _check_division(report)
         _check_run_count(report)
         if facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset):
-            _check_seeds(report, copies)
+            _check_seeds(report, copies, budget)
             # The package checker skips minigo; Podium's own benchmarks have no reference convergence points.
-            if source.benchmark != "minigo" and known and ext is None:
-                _check_rcp(report, copies[0].parent if copies else None)
+            if source.benchmark != "minigo" and known and ext is None and any(copies):
+                _check_rcp(report, bench, budget, top)
         _apply_scaling(report, source)
         _score(report, known)
-        _energy(report, source)
+        _energy(report, source, files)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+    report.checker_seconds = budget.spent
+    report.checker_longest_s = budget.longest
+    make_storable(report)
     return report
+
+
+def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench: Path, rules_file: Path | None,
+                budget: _Budget) -> list[Path | None]:
+    """Parse every log, hand the checker what it reads of it, and judge each run. Returns the scratch
+    copies by position: None where the log was not given to the checker."""
+    copies: list[Path | None] = []
+    for position, path in enumerate(files):
+        data = path.read_bytes()
+        parsed = parse_log(data, f"{source.rel_root}/{path.name}")
+        copy: Path | None = None
+        allowed: float | None = None
+        if parsed.long_lines:
+            line, length = parsed.long_lines[0]
+            more = f" (and {len(parsed.long_lines) - 1} more such line(s))" if len(parsed.long_lines) > 1 else ""
+            report.findings.append(
+                Finding(ERROR, "tool", "line_length",
+                        f"line {line} is {length:,} bytes long{more}; the checker is not given lines over "
+                        f"{MAX_LINE_BYTES:,} bytes (its parser is quadratic in a line's length, and the longest "
+                        "line of real MLPerf logs is under 3 KB), so this run is not judged", parsed.name, line)
+            )
+            outcome = tool.ComplianceOutcome(valid=None, errors=[], warnings=[], crash="a line is too long")
+        elif (allowed := budget.next_call()) is None:
+            report.findings.append(_timeout_finding("the compliance checker", budget, parsed.name, None))
+            outcome = tool.ComplianceOutcome(valid=None, errors=[], warnings=[], timed_out=True)
+        else:
+            # Uniform names keep the tools' glob (result_*.txt) and sort order predictable.
+            copy = bench / f"result_{position:04d}.txt"
+            copy.write_bytes(checker_input(data))
+            outcome = tool.check_compliance(copy, report.ruleset, rules_file, budget_s=allowed)
+            budget.charge(outcome.elapsed_s)
+            if outcome.timed_out:
+                report.findings.append(_timeout_finding("the compliance checker", budget, parsed.name, allowed))
+                copy.unlink()  # the seed and RCP checkers would only spend their budgets on it too
+                copy = None
+        copies.append(copy)
+        outcome, of_the_time = _rules_of_the_time(report, parsed, outcome)
+        report.runs.append(_run_report(position, parsed, outcome, source.benchmark, of_the_time))
+    return copies
+
+
+# Demoted compliance failures of one change shown one by one; past this, one finding counts them.
+_MAX_DEMOTED_SHOWN = 3
+
+
+def _rules_of_the_time(report: ItemReport, parsed: ParsedLog,
+                       outcome: tool.ComplianceOutcome) -> tuple[tool.ComplianceOutcome, list[Finding]]:
+    """Judge the run by the compliance rules of its round (catalog/data/rule_changes.yaml).
+
+    A failure of a rule that came after the round is a warning naming the change; a rule of the time
+    that today's checker dropped is checked here: an error for an upload, a warning beside the published
+    score on import. Returns the outcome with the round's verdict, and the findings that say why."""
+    if outcome.valid is None:
+        return outcome, []
+    kept: list[str] = []
+    found: list[Finding] = []
+    demoted: dict[str, list[tuple[RuleChange, Finding]]] = {}
+    for message in outcome.errors:
+        change = history.later_compliance_change(report.ruleset, report.benchmark, message)
+        if change is None or (change.then and history.then_problem(change, parsed)):
+            kept.append(message)  # a rule of the round, or the rule of the time fails too
+            continue
+        demoted.setdefault(change.id, []).append((change, _compliance_finding(message, WARNING, parsed)))
+    for group in demoted.values():
+        change = group[0][0]
+        why = (f"not a rule of ruleset {report.ruleset} when it was judged: {change.what} ({change.cite()}); "
+               "the run is judged without it")
+        if len(group) <= _MAX_DEMOTED_SHOWN:
+            found += [dataclasses.replace(base, check=history.LATER_RULE, rule=change.id,
+                                          message=_clip(f"{base.message}: {why}"), detail=base.detail)
+                      for _, base in group]
+        else:  # a whole ruleset written after the round (0.6.0): one finding, every message in its detail
+            first = "; ".join(b.message for _, b in group[:3])
+            found.append(Finding(WARNING, history.LATER_RULE, change.id,
+                                 _clip(f"{len(group)} compliance failures ({first}; …) are {why}"), parsed.name,
+                                 detail=_clip("\n".join(b.message for _, b in group))))
+    rule_failed = False
+    if not kept:
+        logged = parsed.first_value("submission_division")
+        division = logged if isinstance(logged, str) else None
+        for change in history.rules_of_the_time(report.ruleset, report.benchmark, division):
+            problem = history.then_problem(change, parsed)
+            if problem is None:
+                continue
+            event = parsed.last(change.then["key"])
+            line = event.line if event else None
+            if report.mode == IMPORT:
+                found.append(Finding(
+                    WARNING, history.LATER_RULE, change.id,
+                    _clip(f"{problem}. Today's checker no longer checks this ({change.what}; {change.cite()}); "
+                          "MLCommons published the result, so the run counts"),
+                    parsed.name, line, excerpt(parsed.line_text(line))))
+            else:
+                rule_failed = True
+                found.append(Finding(
+                    ERROR, "compliance", change.then["key"],
+                    _clip(f"{problem}: a rule of ruleset {report.ruleset}, which today's checker dropped "
+                          f"({change.what}; {change.cite()})"),
+                    parsed.name, line, excerpt(parsed.line_text(line))))
+    if not found:
+        return outcome, []
+    # Messages past MAX_MESSAGES are unknown: they may be errors of the round's own rules.
+    valid = not kept and not rule_failed and (bool(outcome.valid) or outcome.omitted == 0)
+    return dataclasses.replace(outcome, errors=kept, valid=valid), found
 
 
 def _check_division(report: ItemReport) -> None:
@@ -297,34 +563,39 @@ def _check_run_count(report: ItemReport) -> None:
 _NO_SEED = re.compile(r"^Result file (?P<file>\S+) logs no seed\.?$")
 
 
-def _file_for(report: ItemReport, copies: list[Path], text: str) -> str:
+def _file_for(report: ItemReport, copies: list[Path | None], text: str) -> str:
     for copy, run in zip(copies, report.runs, strict=False):
-        if str(copy) in text:
+        if copy is not None and str(copy) in text:
             return run.file
     return ""
 
 
-def _check_seeds(report: ItemReport, copies: list[Path]) -> None:
-    outcome = tool.check_seeds(copies, report.ruleset)
+def _check_seeds(report: ItemReport, copies: list[Path | None], budget: _Budget) -> None:
+    given = [c for c in copies if c is not None]
+    if not given:
+        return
+    rel = f"{report.org}/results/{report.system}/{report.benchmark}"
+    allowed = budget.next_call()
+    if allowed is None:
+        report.findings.append(_timeout_finding("the seed checker", budget, rel, None))
+        return
+    outcome = tool.check_seeds(given, report.ruleset, budget_s=allowed)
+    budget.charge(outcome.elapsed_s)
+    if outcome.timed_out:
+        report.findings.append(_timeout_finding("the seed checker", budget, rel, allowed))
+        return
     if outcome.crash is not None:
         report.findings.append(Finding(WARNING, "tool", "seed_checker",
                                        f"the seed checker could not run: {outcome.crash}"))
         return
     missing = [m for m in outcome.errors if _NO_SEED.match(m.strip())]
     others = [m for m in outcome.errors if not _NO_SEED.match(m.strip())]
+    unreadable = [m for m in others if m.startswith("Error found when querying seeds")]
+    # The official tools skip the seed check where the division is not spelled exactly "closed".
+    lenient = _respelled_on_import(report)
     if missing:
-        files = [_file_for(report, copies, m) for m in missing]
-        if rules.requires_seed_logging(report.ruleset):
-            for file in files:
-                report.findings.append(Finding(ERROR, "seed", "seed", "the run logs no seed; closed "
-                                               "submissions must log their seeds from ruleset 5.0.0", file))
-        else:
-            report.findings.append(
-                Finding(INFO, "seed", "seed",
-                        f"{len(files)} run(s) log no seed. Today's seed checker rejects that, but logging seeds "
-                        f"became mandatory only from ruleset 5.0.0 (training_policies #546); ruleset "
-                        f"{report.ruleset} allowed it", files[0] if files else "")
-            )
+        _seedless_runs(report, [_file_for(report, copies, m) for m in missing],
+                       logging_seeds=len(given) - len(missing) - len(unreadable), lenient=lenient)
     for message in others:
         file = _file_for(report, copies, message)
         if message.startswith("Error found when querying seeds"):
@@ -333,23 +604,96 @@ def _check_seeds(report: ItemReport, copies: list[Path]) -> None:
             report.findings.append(
                 Finding(WARNING, "seed", "seed", "the seed checker cannot read this log (it has lines that do "
                         "not parse, see the run's findings), so its seeds are unchecked", file,
-                        detail=_scrub(message, copies, report))
+                        detail=_clip(_scrub(message, copies, report)))
             )
+        elif lenient:
+            report.findings.append(Finding(WARNING, history.PUBLISHED_RECORD, "seed",
+                                           _clip(_scrub(message, copies, report) + _NOT_RUN_BY_TOOLS), file))
         else:
-            report.findings.append(Finding(ERROR, "seed", "seed", _scrub(message, copies, report), file))
+            report.findings.append(Finding(ERROR, "seed", "seed", _clip(_scrub(message, copies, report)), file))
 
 
-def _scrub(message: str, copies: list[Path], report: ItemReport) -> str:
+_NOT_RUN_BY_TOOLS = (". The official tools did not run this check (the division is not spelled 'closed') and "
+                     "MLCommons published the result, so this is Podium's opinion beside its score")
+
+
+def _respelled_on_import(report: ItemReport) -> bool:
+    return report.mode == IMPORT and report.system_facts.division_respelled
+
+
+def _seedless_runs(report: ItemReport, files: list[str], *, logging_seeds: int, lenient: bool) -> None:
+    """Runs that log no seed, judged by the seed rule of the round (catalog: 9a66740)."""
+    change = history.seed_change(report.ruleset)
+    rel = f"{report.org}/results/{report.system}/{report.benchmark}"
+    if change is not None and change.phase == AFTER_PUBLICATION:
+        if logging_seeds > 0:
+            # The rule of the time (mlcommons/logging a75cd37, 2021-03-30): all runs or none.
+            for file in files:
+                report.findings.append(Finding(
+                    WARNING if lenient else ERROR, history.PUBLISHED_RECORD if lenient else "seed", "seed",
+                    f"the run logs no seed while {logging_seeds} other run(s) of this item do; ruleset "
+                    f"{report.ruleset} allowed seed-less runs only when no run logs a seed (mlcommons/logging "
+                    f"a75cd37, 2021-03-30)" + (_NOT_RUN_BY_TOOLS if lenient else ""), file))
+            return
+        report.findings.append(Finding(
+            WARNING, history.LATER_RULE, change.id,
+            f"{len(files)} run(s) log no seed, as ruleset {report.ruleset} allowed. Today's seed checker rejects "
+            f"that: {change.what} ({change.cite()})", files[0] if files else rel))
+    elif lenient or (change is not None and change.phase == TOOL_LAG and report.mode == IMPORT):
+        why = (f"{change.what} ({change.cite()}), so the published score stands"
+               if change is not None and change.phase == TOOL_LAG
+               else "the official tools did not run the seed check (the division is not spelled 'closed') and "
+                    "MLCommons published the result")
+        report.findings.append(Finding(
+            WARNING, history.PUBLISHED_RECORD, "seed",
+            f"{len(files)} run(s) log no seed, which the rules require of closed runs of ruleset "
+            f"{report.ruleset}; {why}", files[0] if files else rel))
+    else:
+        for file in files:
+            report.findings.append(Finding(ERROR, "seed", "seed", "the run logs no seed; every closed run must log "
+                                           f"its seeds in ruleset {report.ruleset} (training_policies ad8c1ac: "
+                                           '"From v4.1 onwards")', file))
+
+
+def _scrub(message: str, copies: list[Path | None], report: ItemReport) -> str:
     for copy, run in zip(copies, report.runs, strict=False):
-        message = message.replace(str(copy), run.file)
+        if copy is not None:
+            message = message.replace(str(copy), run.file)
     return message
 
 
-def _check_rcp(report: ItemReport, directory: Path | None) -> None:
-    if directory is None:
-        return
-    outcome = tool.check_rcp(directory, report.ruleset)
+def _run_rcp(report: ItemReport, directory: Path, budget: _Budget, rel: str,
+             reference: Path | None) -> tool.RcpOutcome | None:
+    """One bounded RCP check; None (with a finding) when the budget is spent or runs out."""
+    allowed = budget.next_call()
+    if allowed is None:
+        report.rcp_status = "tool_error"
+        report.rcp_message = "not run: the item's checker budget was spent"
+        report.findings.append(_timeout_finding("the RCP checker", budget, rel, None))
+        return None
+    outcome = tool.check_rcp(directory, report.ruleset, budget_s=allowed, reference=reference)
+    budget.charge(outcome.elapsed_s)
+    if outcome.timed_out:
+        report.rcp_status = "tool_error"
+        report.rcp_message = outcome.crash or ""
+        report.findings.append(_timeout_finding("the RCP checker", budget, rel, allowed))
+        return None
+    return outcome
+
+
+def _check_rcp(report: ItemReport, directory: Path, budget: _Budget, scratch: Path) -> None:
+    """The RCP check with the reference points the round had (points added after its publication are left
+    out, catalog/data/rule_changes.yaml); where today's points say otherwise, a warning names them."""
     rel = f"{report.org}/results/{report.system}/{report.benchmark}"
+    later = history.later_rcp_points(report.ruleset, report.benchmark)
+    of_the_time = history.reference_of_the_time(report.ruleset, report.benchmark)
+    reference: Path | None = None
+    if of_the_time is not None:
+        reference = scratch / f"rcps_{report.benchmark}_of_the_time.json"
+        reference.write_text(json.dumps(of_the_time), encoding="utf-8")
+    outcome = _run_rcp(report, directory, budget, rel, reference)
+    if outcome is None:
+        return
     if outcome.crash is not None:
         report.rcp_status = "tool_error"
         report.rcp_message = outcome.crash
@@ -363,9 +707,26 @@ def _check_rcp(report: ItemReport, directory: Path | None) -> None:
         return
     report.rcp_message = outcome.message
     report.rcp_norm_factor = outcome.norm_factor
+    problem = "" if outcome.norm_factor is None else _factor_problem(outcome.norm_factor)
+    if problem:
+        # The checker divides by the submission's mean epochs: logs can make that zero, tiny or NaN.
+        report.rcp_norm_factor = None
+        report.findings.append(Finding(ERROR, "rcp", "norm_factor", f"the RCP checker's normalization factor "
+                                       f"{problem}; the logs' convergence figures are not plausible", rel))
     if outcome.passed:
         report.rcp_status = "pass"
         report.findings.append(Finding(INFO, "rcp", report.benchmark, f"RCP check passed: {outcome.message}", rel))
+    elif report.mode == IMPORT:
+        report.rcp_status = "fail"
+        engine = history.engine_changes(report.ruleset, report.benchmark)
+        differs = ("; moreover today's RCP engine is not the round's: " + "; ".join(
+            f"{c.what} ({c.cite()})" for c in engine)) if engine else ""
+        report.findings.append(
+            Finding(WARNING, history.PUBLISHED_RECORD, "rcp",
+                    _clip(f"RCP check failed: {outcome.message}. MLCommons published this result after the round's "
+                          "review, which may accept convergence outside the reference points (the package "
+                          f"checker's rcp_bypass); the published score stands{differs}"), rel)
+        )
     else:
         report.rcp_status = "fail"
         report.findings.append(
@@ -373,49 +734,170 @@ def _check_rcp(report: ItemReport, directory: Path | None) -> None:
                     f"RCP check failed: {outcome.message}. Convergence is outside what the reference "
                     "convergence points allow; only the review committee can accept it", rel)
         )
+    _note_review_points(report, rel)
+    if reference is not None:
+        today = _run_rcp(report, directory, budget, rel, None)
+        if today is not None and today.crash is None and (
+                today.passed != outcome.passed or not _same_factor(today.norm_factor, outcome.norm_factor)):
+            def verdict(o: tool.RcpOutcome) -> str:
+                return f"{'pass' if o.passed else 'fail'} ({o.message}), normalization factor {o.norm_factor!r}"
+            report.findings.append(
+                Finding(WARNING, history.LATER_RCP, min(later.values(), key=lambda c: c.landed).id,
+                        _clip(f"today's reference points say {verdict(today)}; the points of the round say "
+                              f"{verdict(outcome)}. Podium judges with the round's points: today's add "
+                              f"{history.describe_points(later)}, after the round was published"), rel)
+            )
+
+
+def _same_factor(a: float | None, b: float | None) -> bool:
+    return a == b or (a is not None and b is not None and math.isclose(a, b, rel_tol=SCALING_RTOL, abs_tol=0.0))
+
+
+def _batch_size(report: ItemReport) -> int | None:
+    for run in report.runs:
+        size = run.hyperparameters.get("global_batch_size")
+        if isinstance(size, int) and not isinstance(size, bool):
+            return size
+    return None
+
+
+def _note_review_points(report: ItemReport, rel: str) -> None:
+    size = _batch_size(report)
+    change = history.review_rcp_points(report.ruleset, report.benchmark).get(size) if size is not None else None
+    if change is not None:
+        report.findings.append(
+            Finding(INFO, "rcp", report.benchmark,
+                    f"the reference point at batch size {size} came during the round's review ({change.cite()}: "
+                    f"{change.what}); Podium uses it, as the review committee did", rel)
+        )
+
+
+def _factor_problem(value: Any) -> str:
+    """Why `value` is not a scaling factor ("" when it is one): a finite number in [1, MAX_SCALING_FACTOR]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number, found {excerpt(repr(value))}"
+    if not math.isfinite(value):
+        return f"must be a finite number, found {value!r}"
+    if value < 1:
+        return f"must be at least 1 (RCP normalization only ever slows a result down), found {value!r}"
+    if value > MAX_SCALING_FACTOR:
+        return (f"must be at most {MAX_SCALING_FACTOR:g} (an RCP normalization factor is reference mean / "
+                f"submission mean, close to 1), found {value!r}")
+    return ""
+
+
+# A scaling.json is one small object; anything much larger is not one.
+_MAX_SCALING_JSON_BYTES = 4096
 
 
 def _read_scaling_file(report: ItemReport, path: Path, rel: str) -> float | None:
-    try:
-        content = json.loads(path.read_bytes().decode("utf-8"))
-        factor = content["scaling_factor"]
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor > 0:
-            raise ValueError(f"scaling_factor must be a positive number, found {factor!r}")
-        return float(factor)
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    """The factor a scaling.json gives, or None with an error finding that says why it gives none."""
+    def refuse(why: str) -> None:
         report.findings.append(Finding(ERROR, "scaling", "scaling.json",
-                                       f"scaling.json is not {{\"scaling_factor\": <number>}}: {exc}", rel))
+                                       f'scaling.json is not {{"scaling_factor": <number>}}: {why}', rel))
+
+    if path.stat().st_size > _MAX_SCALING_JSON_BYTES:
+        refuse(f"it is larger than {_MAX_SCALING_JSON_BYTES} bytes")
         return None
+    try:
+        content, anomalies = jsonscan.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        refuse("it is not UTF-8")
+        return None
+    except (ValueError, RecursionError) as exc:
+        refuse(f"it does not parse as JSON ({exc})")
+        return None
+    if anomalies:
+        refuse("; ".join(f"{a.detail} at {a.where}" for a in anomalies[:3]))
+        return None
+    if not isinstance(content, dict) or "scaling_factor" not in content:
+        refuse("there is no scaling_factor key")
+        return None
+    problem = _factor_problem(content["scaling_factor"])
+    if problem:
+        refuse(f"scaling_factor {problem}")
+        return None
+    return float(content["scaling_factor"])
+
+
+def _rules_factor(report: ItemReport) -> tuple[float, str, str]:
+    """The factor the round's rules give this item: (factor, source, why in words)."""
+    norm = report.rcp_norm_factor if report.rcp_status == "pass" else None
+    if norm is not None and norm != 1.0 and rules.applies_rcp_normalization(report.ruleset):
+        return norm, SCALING_FROM_RCP, f"the RCP normalization Podium computes is {norm!r}"
+    if report.rcp_status == "tool_error":
+        why = "Podium could not compute the RCP normalization (the RCP checker did not run to the end), so 1"
+    elif norm is not None and norm != 1.0:
+        why = f"RCP normalization is not a rule of ruleset {report.ruleset}, so 1"
+    elif report.rcp_status in ("pass", "fail"):
+        why = "the RCP check gives no normalization, so 1"
+    else:
+        why = "no RCP normalization applies to this item, so 1"
+    return 1.0, SCALING_NONE, why
 
 
 def _apply_scaling(report: ItemReport, source: ItemSource) -> None:
     rel = f"{source.rel_root}/scaling.json"
-    norm = report.rcp_norm_factor if report.rcp_status == "pass" else None
+    factor, factor_source, why = _rules_factor(report)
+    _note_later_normalization(report, source)
+    if report.mode == IMPORT:
+        _apply_published_scaling(report, source, factor, factor_source, why)
+        return
+    report.scaling_factor = factor
+    report.scaling_source = factor_source
+    if source.scaling_json is not None:
+        given = _read_scaling_file(report, source.scaling_json, rel)
+        if given is not None and not math.isclose(given, factor, rel_tol=SCALING_RTOL, abs_tol=0.0):
+            report.findings.append(
+                Finding(ERROR, "scaling", "scaling.json",
+                        f"scaling.json gives {given!r}, but the round's rules give {factor!r} ({why}). A scaling "
+                        "factor comes from the rules or from a chair's decision in review, never from the bundle; "
+                        f"the score uses {factor!r}. Remove scaling.json or make it agree", rel)
+            )
+    if factor_source == SCALING_FROM_RCP:
+        report.findings.append(
+            Finding(INFO, "scaling", "rcp", f"converges faster than the reference mean: score scaled by "
+                    f"the RCP normalization factor {factor!r}", source.rel_root)
+        )
+
+
+def _apply_published_scaling(report: ItemReport, source: ItemSource, factor: float, factor_source: str,
+                             why: str) -> None:
+    """An official results tree: the published scaling.json is the record of the round's review; where none
+    was published, the published score is unscaled and Podium's RCP factor is a warning beside it."""
+    rel = f"{source.rel_root}/scaling.json"
     if source.scaling_json is not None:
         report.scaling_factor = _read_scaling_file(report, source.scaling_json, rel)
         report.scaling_source = SCALING_FROM_FILE
-        if report.scaling_factor is not None and norm is not None and abs(norm - report.scaling_factor) > 1e-12:
+        published = report.scaling_factor
+        if published is not None and not math.isclose(published, factor, rel_tol=SCALING_RTOL, abs_tol=0.0):
             report.findings.append(
-                Finding(INFO, "scaling", "scaling.json",
-                        f"scaling.json gives {report.scaling_factor!r}; today's RCP check computes {norm!r}. "
-                        "The bundle's scaling.json stands (it records the round's review decision)", rel)
+                Finding(WARNING, history.PUBLISHED_RECORD, "scaling.json",
+                        f"the published scaling.json gives {published!r}; Podium's RCP check gives {factor!r} "
+                        f"({why}). The published factor stands: it records the round's review decision", rel)
             )
         return
-    if norm is not None and norm != 1.0:
-        if rules.applies_rcp_normalization(report.ruleset):
-            report.scaling_factor = norm
-            report.scaling_source = SCALING_FROM_RCP
-            report.findings.append(
-                Finding(INFO, "scaling", "rcp", f"converges faster than the reference mean: score scaled by "
-                        f"the RCP normalization factor {norm!r}", source.rel_root)
-            )
-        else:
-            report.findings.append(
-                Finding(INFO, "scaling", "rcp",
-                        f"today's RCP check would normalize by {norm!r}, but automatic RCP normalization "
-                        f"began with ruleset 2.1.0 (training_policies #503); ruleset {report.ruleset} "
-                        "scores are not scaled", source.rel_root)
-            )
+    report.scaling_factor = 1.0
+    report.scaling_source = SCALING_NONE
+    if factor_source == SCALING_FROM_RCP:
+        report.findings.append(
+            Finding(WARNING, history.PUBLISHED_RECORD, "scaling.json",
+                    f"no scaling.json was published for this item, so its published score is not scaled; "
+                    f"Podium's RCP check would normalize it by {factor!r} ({why})", source.rel_root)
+        )
+
+
+def _note_later_normalization(report: ItemReport, source: ItemSource) -> None:
+    """Today's tool normalizes scores of rounds that had no RCP normalization (catalog: 44d979b)."""
+    norm = report.rcp_norm_factor if report.rcp_status == "pass" else None
+    change = history.normalization_change(report.ruleset)
+    if change is not None and norm is not None and norm != 1.0:
+        report.findings.append(
+            Finding(WARNING, history.LATER_RULE, change.id,
+                    f"today's RCP check would normalize the score by {norm!r}, but RCP normalization is not a rule "
+                    f"of ruleset {report.ruleset}: {change.what} ({change.cite()}); the score is not scaled",
+                    source.rel_root)
+        )
 
 
 def _score(report: ItemReport, known_benchmark: bool) -> None:
@@ -444,13 +926,13 @@ def _score(report: ItemReport, known_benchmark: bool) -> None:
     report.score = olympic.mean * report.scaling_factor
 
 
-def _energy(report: ItemReport, source: ItemSource) -> None:
+def _energy(report: ItemReport, source: ItemSource, files: list[Path]) -> None:
     if source.power_dir is None:
         return
     energies: list[float] = []
     times: list[float] = []
     complete = True
-    for run, path in zip(report.runs, source.result_files, strict=True):
+    for run, path in zip(report.runs, files, strict=True):
         if not run.counted or run.time_to_train_min is None:
             continue
         run_dir = source.power_dir / path.stem
@@ -461,6 +943,11 @@ def _energy(report: ItemReport, source: ItemSource) -> None:
             continue
         energy = run_energy(run_dir, f"{source.rel_root}/power/{path.stem}", run.time_to_train_min)
         run.findings.extend(energy.findings)
+        if energy.joules is not None and not (math.isfinite(energy.joules) and energy.joules > 0):
+            run.findings.append(Finding(ERROR, "power", "energy", f"the power logs give an energy of "
+                                        f"{energy.joules!r} J; energy is a finite number above 0",
+                                        f"{source.rel_root}/power/{path.stem}"))
+            energy.joules = None
         run.energy_j = energy.joules
         if energy.joules is None:
             complete = False
@@ -471,3 +958,118 @@ def _energy(report: ItemReport, source: ItemSource) -> None:
     if complete and energies and report.scaling_factor is not None:
         mean = olympic_by_time(energies, times, report.olympic_k, failures)
         report.energy_j = None if mean is None else mean * report.scaling_factor
+
+
+# --- the last line of defence: whatever the bundle held, the report can be stored ----------------------
+
+
+def storable_problems(report: ItemReport) -> list[str]:
+    """What in `report` the database could not store or must not show as an official score ([] when
+    nothing). `verify_item` ends by fixing all of it, so this is empty for every report it returns."""
+    return _guard(report, fix=False)
+
+
+def make_storable(report: ItemReport) -> list[str]:
+    """Fix what `storable_problems` finds: the value is dropped (or a count clamped) with a finding that
+    says so, and an implausible score is no score. Returns what was fixed."""
+    return _guard(report, fix=True)
+
+
+def _guard(report: ItemReport, *, fix: bool) -> list[str]:
+    problems: list[str] = []
+    where = f"{report.org}/results/{report.system}/{report.benchmark}"
+    floor = min_time_to_train_min(report.benchmark)
+
+    def flag(text: str, finding: Finding | None, run: RunReport | None = None) -> None:
+        problems.append(text)
+        if fix and finding is not None:
+            (run.findings if run is not None else report.findings).append(finding)
+
+    def finite(owner: Any, name: str, low: float | None = None, high: float | None = None,
+               run: RunReport | None = None, check: str = "sanity") -> None:
+        value = getattr(owner, name)
+        if value is None:
+            return
+        ok = (not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+              and (low is None or value >= low) and (high is None or value <= high))
+        if not ok:
+            bounds = "" if low is None and high is None else f" in [{low!r}, {high!r}]"
+            flag(f"{name} = {value!r}", Finding(ERROR, check, name, f"{name} {value!r} is not a finite number"
+                                                 f"{bounds}; it is not kept", run.file if run else where), run)
+            if fix:
+                setattr(owner, name, None)
+
+    def whole(owner: Any, name: str, high: int, *, clamp: bool = False) -> None:
+        value = getattr(owner, name)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high):
+            flag(f"{name} = {value!r}", Finding(WARNING, "sanity", name, f"{name} {value!r} is out of range; "
+                                                 f"{'kept as ' + str(high) if clamp else 'not kept'}", where))
+            if fix:
+                setattr(owner, name, high if clamp else None)
+
+    def json_field(run: RunReport, name: str) -> None:
+        cleaned, anomalies = jsonscan.clean(getattr(run, name))
+        if anomalies:
+            shown = "; ".join(f"{a.detail} at {a.where}" for a in anomalies[:3])
+            flag(f"{run.file}: {name}: {shown}",
+                 Finding(WARNING, "sanity", "storable", f"{len(anomalies)} value(s) of the run's {name} cannot be "
+                         f"stored ({shown}); they are kept as null", run.file), run)
+            if fix:
+                setattr(run, name, cleaned)
+
+    for run in report.runs:
+        whole(run, "position", _SMALLINT_MAX, clamp=True)
+        whole(run, "line_count", _INT_MAX, clamp=True)
+        whole(run, "byte_count", _BIGINT_MAX, clamp=True)
+        for name in ("run_start_ms", "run_stop_ms"):
+            finite(run, name, run=run)
+        finite(run, "time_to_train_min", floor, MAX_TIME_TO_TRAIN_MIN, run=run)
+        finite(run, "energy_j", 0.0, run=run, check="power")
+        if run.counted and run.time_to_train_min is None:
+            flag(f"{run.file}: counted without a time", None)
+            if fix:
+                run.counted = False
+        for name in ("hyperparameters", "eval_curve", "seeds", "logged"):
+            json_field(run, name)
+    whole(report, "required_runs", _SMALLINT_MAX)
+    whole(report, "olympic_k", _SMALLINT_MAX, clamp=True)
+    finite(report, "raw_score", floor, MAX_TIME_TO_TRAIN_MIN)
+    finite(report, "scaling_factor", 1.0, MAX_SCALING_FACTOR)
+    finite(report, "rcp_norm_factor", 1.0, MAX_SCALING_FACTOR, check="rcp")
+    finite(report, "energy_j", 0.0, check="power")
+    score = report.score
+    if score is not None and not (math.isfinite(score) and score >= floor):
+        flag(f"score = {score!r}",
+             Finding(ERROR, "sanity", "score", f"the score would be {score!r} min, which is not a plausible time "
+                     f"(at least {floor * 60:g} s); no official score", where))
+        if fix:
+            report.score = None
+            report.no_score_reason = "; ".join(r for r in (report.no_score_reason, "implausible score") if r)
+    elif score is not None and (report.raw_score is None or report.scaling_factor is None):
+        flag("a score without its raw score and factor", None)
+        if fix:
+            report.score = None
+    facts = report.system_facts
+    for name in ("number_of_nodes", "accelerators_per_node", "accelerator_count", "host_processors_per_node",
+                 "host_processor_count"):
+        whole(facts, name, _INT_MAX)
+    cleaned, anomalies = jsonscan.clean(facts.description)
+    if anomalies:
+        flag(f"system description: {anomalies[0].detail} at {anomalies[0].where}", None)
+        if fix:  # read_system_desc reports what it cleaned; this only catches a description built elsewhere
+            facts.description = cleaned
+    if fix:
+        report.findings = [_bounded(f) for f in report.findings]
+        for run in report.runs:
+            run.findings = [_bounded(f) for f in run.findings]
+    return problems
+
+
+def _bounded(finding: Finding) -> Finding:
+    """A finding whose texts fit what is stored and shown, and whose line number fits its column."""
+    line = finding.line if finding.line is None or 0 < finding.line <= _INT_MAX else None
+    if (len(finding.message) <= MAX_DETAIL_CHARS and len(finding.detail) <= MAX_DETAIL_CHARS
+            and len(finding.excerpt) <= EXCERPT_LIMIT and line == finding.line):
+        return finding
+    return dataclasses.replace(finding, message=_clip(finding.message), detail=_clip(finding.detail),
+                               excerpt=excerpt(finding.excerpt), line=line)

@@ -12,9 +12,12 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import Actor, audit_record
 from catalog.models import Benchmark, Round
+from core.cache import bump_generation
+from core.errors import BadRequest
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.system_desc import SystemFacts
 from ingest.engine.verify import ItemReport
+from ingest.locks import entry_lock
 from ingest.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
 from ingest.models import Finding, Result, Run, Submission, System
 
@@ -66,11 +69,19 @@ def submission_open(
     return submission
 
 
+def bundle_findings_store(*, submission: Submission, findings: list[EngineFinding]) -> None:
+    """Findings about the bundle as a whole (no item to pin them on)."""
+    Finding.objects.bulk_create(
+        [_finding(submission=submission, result=None, run=None, finding=f) for f in findings])
+
+
 def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
     with transaction.atomic():
         submission = Submission.objects.select_for_update().get(pk=submission.pk)
         verdicts = set(submission.results.values_list("verdict", flat=True))
-        state = Submission.State.NONCOMPLIANT if Result.Verdict.NONCOMPLIANT in verdicts else Submission.State.VERIFIED
+        bundle_errors = submission.findings.filter(result=None, severity=Finding.Severity.ERROR).exists()
+        noncompliant = Result.Verdict.NONCOMPLIANT in verdicts or bundle_errors
+        state = Submission.State.NONCOMPLIANT if noncompliant else Submission.State.VERIFIED
         if submission.state == state and submission.finished_at is not None:
             return submission
         before = {"state": submission.state}
@@ -79,6 +90,7 @@ def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
         submission.save(update_fields=["state", "finished_at"])
         audit_record(actor=actor, action="submission.finish", subject=submission, before=before,
                      after={"state": state})
+        bump_generation()
     return submission
 
 
@@ -95,7 +107,7 @@ def db_safe(value: Any) -> Any:
     return value
 
 
-def _finding(*, submission: Submission, result: Result, run: Run | None, finding: EngineFinding) -> Finding:
+def _finding(*, submission: Submission, result: Result | None, run: Run | None, finding: EngineFinding) -> Finding:
     return Finding(
         submission=submission,
         result=result,
@@ -113,27 +125,35 @@ def _finding(*, submission: Submission, result: Result, run: Run | None, finding
 
 @transaction.atomic
 def result_store(*, submission: Submission, report: ItemReport, actor: Actor) -> Result:
-    """Store one verified item, and make it the current version of its (system, benchmark).
-
-    Idempotent per submission: if this submission already stored the item (a worker died after the
-    commit), that result is returned and nothing is written twice.
-    """
+    """Store one verified item as a version of its entry (round, organization, system, benchmark): the
+    current one, unless a newer upload of the entry holds it already (then as history behind it)."""
     # Locking the submission row serializes the item stores of one submission across workers.
     Submission.objects.select_for_update().filter(pk=submission.pk).exists()
-    already = Result.objects.filter(submission=submission, system_slug=report.system,
-                                    benchmark_key=report.benchmark).first()
-    if already is not None:
-        return already
+    if submission.source == Submission.Source.IMPORT:
+        # An import stores item by item and may be interrupted; running it again skips what is stored.
+        # (An upload stores all its items in one transaction, and may store them again when its bytes
+        # are uploaded again to become current: see submission_reupload.)
+        already = Result.objects.filter(submission=submission, system_slug=report.system,
+                                        benchmark_key=report.benchmark).first()
+        if already is not None:
+            return already
     round = submission.round
     organization = submission.organization
     system = _system_for(round=round, organization=organization, slug=report.system, facts=report.system_facts)
     benchmark = Benchmark.objects.filter(round=round, key=report.benchmark).first()
-    previous = (
+    # Uploads of one entry are serialized here, so the one-current-result constraint never fires.
+    entry_lock(round_id=round.pk, organization_id=organization.pk, system=report.system, benchmark=report.benchmark)
+    current = (
         Result.objects.select_for_update()
+        .select_related("submission")
         .filter(round=round, organization=organization, system_slug=report.system,
                 benchmark_key=report.benchmark, is_current=True)
         .first()
     )
+    # The newest upload holds the entry, whatever order the verifications finish in: a late verdict
+    # on an older upload is stored as history behind the current version.
+    newer = current if current is not None and current.submission.upload_order > submission.upload_order else None
+    previous = None if newer is not None else current
     if previous is not None:
         Result.objects.filter(pk=previous.pk).update(is_current=False)
     facts = report.system_facts
@@ -187,6 +207,8 @@ def result_store(*, submission: Submission, report: ItemReport, actor: Actor) ->
         energy_j=report.energy_j,
         verdict=report.verdict,
         tool_version=report.tool_version,
+        is_current=newer is None,
+        superseded_by=newer,
     )
     runs = Run.objects.bulk_create(
         [
@@ -209,6 +231,7 @@ def result_store(*, submission: Submission, report: ItemReport, actor: Actor) ->
                 seeds=db_safe(r.seeds),
                 logged=db_safe(r.logged),
                 energy_j=r.energy_j,
+                rerun_digest=r.rerun_digest,
             )
             for r in report.runs
         ]
@@ -224,10 +247,13 @@ def result_store(*, submission: Submission, report: ItemReport, actor: Actor) ->
         action="result.create",
         subject=result,
         before={"result": previous.pk, "score": previous.score, "verdict": previous.verdict} if previous else {},
-        after={"score": result.score, "verdict": result.verdict, "digest": result.digest})
+        after={"score": result.score, "verdict": result.verdict, "digest": result.digest,
+               **({"history_behind": newer.pk} if newer is not None else {})})
+    bump_generation()  # on commit: tables, charts and the API show the new version
     return result
 
 
+MAX_REVIEW_FACTOR = 10.0
 RESULT_FIGURES = ("score", "scaling_factor", "scaling_source", "accelerator_minutes", "host_minutes",
                   "cloud_scale_minutes", "energy_kwh", "cost_to_train")
 
@@ -235,8 +261,9 @@ RESULT_FIGURES = ("score", "scaling_factor", "scaling_source", "accelerator_minu
 @transaction.atomic
 def result_rescale(*, result: Result, factor: float, actor: User, reason: str) -> Result:
     """A review decision's scaling factor: the score and every figure derived from it follow."""
-    if not factor > 0:
-        raise ValueError("a scaling factor must be a positive number")
+    if not (math.isfinite(factor) and 1 <= factor <= MAX_REVIEW_FACTOR):
+        # RCP-style factors only ever slow a result down; a chair's factor follows the same rule.
+        raise BadRequest(f"a scaling factor must be a number from 1 to {MAX_REVIEW_FACTOR:g}, not {factor!r}")
     result = Result.objects.select_for_update().get(pk=result.pk)
     before = {name: getattr(result, name) for name in RESULT_FIGURES}
     result.scaling_factor = factor
@@ -254,6 +281,7 @@ def result_rescale(*, result: Result, factor: float, actor: User, reason: str) -
     audit_record(actor=actor, action="result.rescale", subject=result,
                  before=db_safe(before), after={**db_safe({n: getattr(result, n) for n in RESULT_FIGURES}),
                                                 "reason": reason})
+    bump_generation()
     return result
 
 
@@ -265,6 +293,7 @@ def result_set_division(*, result: Result, division: str, actor: User, reason: s
     result.save(update_fields=["division"])
     audit_record(actor=actor, action="result.division", subject=result,
                  before={"division": before}, after={"division": division, "reason": reason})
+    bump_generation()
     return result
 
 
@@ -277,4 +306,5 @@ def result_withdraw(*, result: Result, actor: User, reason: str) -> Result:
         audit_record(actor=actor, action="result.withdraw", subject=result,
                      before={"withdrawn_at": None}, after={"withdrawn_at": result.withdrawn_at.isoformat(),
                                                            "reason": reason})
+        bump_generation()
     return result

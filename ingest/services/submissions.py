@@ -1,17 +1,23 @@
-"""The life of an uploaded submission: received → verifying → verified | noncompliant | error.
+"""The life of an uploaded submission: received → verifying → verified | noncompliant | error (the
+states and who moves them: ingest.models.Submission).
 
 The bundle is stored under its sha256 before anything is queued; the task that verifies it claims
-the row with a conditional UPDATE, so a duplicate message or a second worker does nothing; every
-stored item is checked for first, so a re-run after a crash finishes the job without doing any item
-twice. Platform faults hand the submission back for a retry and never count against the submitter.
+the row with a conditional UPDATE and a lease it renews while it works, so a duplicate message or a
+second worker does nothing and a dead worker's submission is picked up again once its lease lapses.
+Every item is judged first and stored with the verdict in one transaction: a crash leaves nothing
+half-stored. Platform faults hand the submission back for a retry and never count against the submitter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import tempfile
+import threading
+import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +25,8 @@ from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
-from django.db import DatabaseError, transaction
-from django.db.models import F, Q
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -29,11 +35,15 @@ from catalog.models import Round
 from core.errors import BadRequest
 from ingest import storage
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
-from ingest.engine.tree import items_of
-from ingest.engine.verify import verify_item
+from ingest.engine import tool
+from ingest.engine.findings import ERROR
+from ingest.engine.findings import Finding as EngineFinding
+from ingest.engine.tree import ItemSource, items_of
+from ingest.engine.verify import ITEM_BUDGET_FACTOR, ItemReport, verify_item
 from ingest.models import Result, Submission
-from ingest.services.results import result_store, submission_finish
+from ingest.services.results import bundle_findings_store, result_store, submission_finish
 from ingest.signals import submission_finished
+from ingest.submitters import check_submitter
 
 log = logging.getLogger("podium.submissions")
 WORKER = "verification worker"
@@ -80,16 +90,72 @@ class UploadOutcome:
     submission: Submission
     created: bool
 
+    @property
+    def is_current(self) -> bool:
+        return submission_is_current(self.submission)
+
+    @property
+    def message(self) -> str:
+        """What to tell the uploader of bytes Podium already has."""
+        if self.created:
+            return f"Received as submission #{self.submission.pk}; its verification is under way."
+        said = f"These bytes are submission #{self.submission.pk} ({self.submission.get_state_display().lower()})"
+        if self.is_current or not self.submission.is_final:
+            return said + "."
+        return (said + ", which is no longer current. Upload them again asking to make them current "
+                "(make_current on the API, --make-current on the command line, the button on its page) "
+                "and they are verified again as the newest upload.")
+
+
+def submission_is_current(submission: Submission) -> bool:
+    return submission.results.filter(is_current=True).exists()
+
+
+REUPLOADABLE = (Submission.State.VERIFIED, Submission.State.NONCOMPLIANT, Submission.State.SUPERSEDED,
+                Submission.State.ERROR)
+
+
+@transaction.atomic
+def submission_reupload(*, actor: User, submission: Submission) -> Submission:
+    """Upload known bytes again, as the newest upload: the submission goes back to `received`, is verified
+    again by today's checks, and its results become the entries' current versions (older uploads of them
+    are superseded) — the ordinary lifecycle, with nothing overwritten."""
+    submission = Submission.objects.select_for_update().select_related("round").get(pk=submission.pk)
+    phase = submission.round.phase()
+    if phase != Round.Phase.OPEN:
+        raise UploadRefused(f"{submission.round.name} is in its {phase} phase; it accepts uploads only while open")
+    if not submission.is_final:
+        raise UploadRefused(f"submission #{submission.pk} is still being verified")
+    if submission.state not in REUPLOADABLE:
+        raise UploadRefused(f"submission #{submission.pk} was withdrawn by the round's chairs")
+    if submission_is_current(submission):
+        raise UploadRefused(f"submission #{submission.pk} is current already")
+    before = {"state": submission.state, "uploaded_at": submission.uploaded_at.isoformat()}
+    now = timezone.now()
+    submission.state = Submission.State.RECEIVED
+    submission.uploaded_at = submission.queued_at = now
+    submission.finished_at = None
+    submission.error_detail = ""
+    submission.save(update_fields=["state", "uploaded_at", "queued_at", "finished_at", "error_detail"])
+    audit_record(actor=actor, action="submission.reupload", subject=submission, before=before,
+                 after={"state": submission.state, "uploaded_at": now.isoformat()})
+    submission_id = submission.pk
+    transaction.on_commit(lambda: enqueue(submission_id))
+    return submission
+
 
 def submission_upload(*, actor: User, organization: Organization, round: Round, archive: Path,
                       original_name: str, during_review: bool = False,
-                      only_entry: tuple[str, str] | None = None) -> UploadOutcome:
+                      only_entry: tuple[str, str] | None = None, make_current: bool = False) -> UploadOutcome:
     """Check an uploaded archive, store it, and queue its verification after the commit.
 
     `during_review` is for the review app only: a resubmission answering a flag, or a borrowing,
     which the rules allow after the deadline; the caller has checked that it is one. Such an upload
     names its `only_entry` (system, benchmark): an archive carrying anything else is refused, so a
     late upload cannot add entries that were not submitted before the deadline.
+
+    Bytes uploaded before answer with that submission (created=False); with `make_current`, one that is
+    no longer current is uploaded again (`submission_reupload`).
     """
     phase = round.phase()
     allowed = phase == Round.Phase.OPEN or (during_review and phase == Round.Phase.REVIEW)
@@ -103,6 +169,8 @@ def submission_upload(*, actor: User, organization: Organization, round: Round, 
     sha256 = storage.sha256_file(archive)
     existing = Submission.objects.filter(round=round, organization=organization, sha256=sha256).first()
     if existing is not None and only_entry is None:
+        if make_current and not submission_is_current(existing) and existing.is_final:
+            existing = submission_reupload(actor=actor, submission=existing)
         return UploadOutcome(existing, created=False)
     with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-upload-") as tmp:
         try:
@@ -146,7 +214,7 @@ def _require_only(folder: Path, entry: tuple[str, str]) -> None:
 
 def submission_upload_files(*, actor: User, organization: Organization, round: Round,
                             system_json: LooseFile, result_files: list[LooseFile],
-                            benchmark: str | None) -> UploadOutcome:
+                            benchmark: str | None, make_current: bool = False) -> UploadOutcome:
     """The system description and result files chosen one by one, packed into a canonical bundle."""
     try:
         data = pack_loose_files(organization=organization.slug, system_json=system_json, result_files=result_files,
@@ -157,14 +225,16 @@ def submission_upload_files(*, actor: User, organization: Organization, round: R
         handle.write(data)
         handle.flush()
         return submission_upload(actor=actor, organization=organization, round=round, archive=Path(handle.name),
-                                 original_name=f"{system_json.name} + {len(result_files)} result file(s)")
+                                 original_name=f"{system_json.name} + {len(result_files)} result file(s)",
+                                 make_current=make_current)
 
 
 def _claim(submission_id: int) -> Submission | None:
     now = timezone.now()
     with transaction.atomic():
         claimed = Submission.objects.filter(pk=submission_id, state=Submission.State.RECEIVED).update(
-            state=Submission.State.VERIFYING, started_at=now, attempts=F("attempts") + 1
+            state=Submission.State.VERIFYING, started_at=now, attempts=F("attempts") + 1,
+            lease_expires_at=now + settings.PODIUM_VERIFY_LEASE,
         )
         if not claimed:
             return None
@@ -175,48 +245,144 @@ def _claim(submission_id: int) -> Submission | None:
     return submission
 
 
+def _ours(submission: Submission) -> QuerySet[Submission]:
+    """The row as long as this worker's attempt still holds it (the sweeper may have given it away)."""
+    return Submission.objects.filter(pk=submission.pk, state=Submission.State.VERIFYING,
+                                     attempts=submission.attempts)
+
+
+@contextlib.contextmanager
+def _lease_renewed(submission: Submission) -> Iterator[None]:
+    """Renew the lease from a thread while the worker judges the bundle, so that only a dead worker's
+    lease lapses. Skipped inside a transaction (tasks run in-process there, and nobody else could take
+    the submission over)."""
+    if transaction.get_connection().in_atomic_block:
+        yield
+        return
+    stop = threading.Event()
+    period = settings.PODIUM_VERIFY_LEASE.total_seconds() / 3
+
+    def renew() -> None:
+        try:
+            while not stop.wait(period):
+                _ours(submission).update(lease_expires_at=timezone.now() + settings.PODIUM_VERIFY_LEASE)
+        except DatabaseError:
+            log.exception("could not renew the lease of submission %s", submission.pk)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=renew, name=f"lease-{submission.pk}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+@dataclass
+class _Judged:
+    reports: list[ItemReport]
+    bundle_findings: list[EngineFinding]
+
+
+def _judge(submission: Submission) -> _Judged:
+    """Every item of the bundle through the engine. No database writes: a crash here leaves nothing."""
+    bundle = storage.open_verified(submission.bundle_path, submission.sha256)
+    with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-verify-") as tmp:
+        # A flat archive (systems/ and results/ at its top) lands in `dest` itself: name that folder
+        # after the organization, so file names in findings read <org>/results/...
+        dest = Path(tmp) / submission.organization.slug
+        dest.mkdir()
+        try:
+            folder = extract_bundle(bundle, dest, limits=upload_limits())
+        except BundleRejected as exc:  # limits tightened since the upload: the bundle's, not ours
+            return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
+        reports = _verify_items(list(items_of(folder)), submission.round.ruleset)
+    judged = _Judged(reports, [])
+    if submission.source == Submission.Source.UPLOAD:
+        check_submitter(names=(submission.organization.name, submission.organization.slug), folder=folder.name,
+                        reports=reports)
+    if not reports and not judged.bundle_findings:
+        judged.bundle_findings.append(EngineFinding(ERROR, "layout", "results",
+                                                    "the bundle holds no result folder", folder.name))
+    return judged
+
+
+def _verify_items(sources: list[ItemSource], ruleset: str) -> list[ItemReport]:
+    """Each item within its share of the submission's checker budget: however many items a bundle holds
+    and however pathological their logs, the checkers of one submission stay within 80% of the task's
+    time limit (an item out of budget gets a checker_timeout finding, never a retry)."""
+    deadline = time.monotonic() + settings.PODIUM_VERIFY_TIME_LIMIT * 0.8
+    reports = []
+    for done, source in enumerate(sources):
+        left = max(deadline - time.monotonic(), 0.0)
+        share = left / (ITEM_BUDGET_FACTOR * (len(sources) - done))
+        budget = min(tool.default_budget(), max(share, MIN_CHECKER_BUDGET_S))
+        reports.append(verify_item(source, ruleset, scratch_root=storage.scratch_dir(), checker_budget_s=budget))
+    return reports
+
+
+# A checker call always gets this long (the real corpus's longest call takes under a second); with it,
+# even a bundle of 100 pathological items ends within the time limit.
+MIN_CHECKER_BUDGET_S = 0.25
+
+# Faults of the platform, retried with backoff: the database went away, a disk or the bundle store failed.
+PLATFORM_FAULTS = (OperationalError, InterfaceError, OSError, storage.StorageError)
+
+
 def submission_verify(*, submission_id: int) -> str:
-    """Verify a claimed submission's bundle item by item. Returns the final state, or why it did nothing."""
+    """Verify a claimed submission's bundle and store every item at once. Returns the final state, or why
+    it did nothing.
+
+    Faults are classified here and only here: whatever the bundle holds becomes findings (the engine
+    never raises for bad input) and a final verdict; a platform fault hands the submission back for a
+    retry; anything else is a bug of Podium's: state error at once, with the detail for operators, and
+    nothing of the submission left current.
+    """
     submission = _claim(submission_id)
     if submission is None:
         return "not claimed"
     try:
-        bundle = storage.open_verified(submission.bundle_path, submission.sha256)
-        with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-verify-") as tmp:
-            # A flat archive (systems/ and results/ at its top) lands in `dest` itself: name that folder
-            # after the organization, so file names in findings read <org>/results/...
-            dest = Path(tmp) / submission.organization.slug
-            dest.mkdir()
-            folder = extract_bundle(bundle, dest, limits=upload_limits())
-            for source in items_of(folder):
-                stored = Result.objects.filter(submission=submission, system_slug=source.system,
-                                               benchmark_key=source.benchmark).exists()
-                if stored:  # an earlier attempt got this far before its worker died
-                    continue
-                report = verify_item(source, submission.round.ruleset, scratch_root=storage.scratch_dir())
-                result_store(submission=submission, report=report, actor=WORKER)
-    except (DatabaseError, OSError, storage.StorageError) as exc:
+        with _lease_renewed(submission):
+            judged = _judge(submission)
+        finished = _store(submission, judged)
+    except PLATFORM_FAULTS as exc:
         _hand_back(submission, exc)
         raise PlatformFault(f"submission {submission_id}: {type(exc).__name__}: {exc}") from exc
-    except Exception as exc:  # a bug of ours, or a bundle the upload checks let through: not the submitter's fault
-        submission_fail(submission_id=submission_id, detail=traceback.format_exc())
+    except Exception:  # a bug of ours (DataError included: the engine's guard should have caught it)
         log.exception("verification of submission %s failed", submission_id)
-        del exc
+        submission_fail(submission_id=submission_id, detail=traceback.format_exc())
         return Submission.State.ERROR
-    finished = submission_finish(submission=submission, actor=WORKER)
-    _supersede_older(finished)
+    if finished is None:
+        return "lease lost"  # another worker holds it now and will finish it
     submission_finished.send(sender=Submission, submission=finished)
-    finished.refresh_from_db()
     submission_notify(submission=finished)
     return finished.state
+
+
+def _store(submission: Submission, judged: _Judged) -> Submission | None:
+    """Store every item and the verdict in one transaction, if this attempt still holds the submission."""
+    with transaction.atomic():
+        if not _ours(submission).select_for_update().exists():
+            return None
+        for report in judged.reports:
+            result_store(submission=submission, report=report, actor=WORKER)
+        bundle_findings_store(submission=submission, findings=judged.bundle_findings)
+        finished = submission_finish(submission=submission, actor=WORKER)
+        _supersede_older(finished)
+        Submission.objects.filter(pk=submission.pk).update(lease_expires_at=None)
+    finished.refresh_from_db()
+    return finished
 
 
 def _hand_back(submission: Submission, exc: BaseException) -> None:
     """Return a submission to the queue after a platform fault; the task retries it with backoff."""
     try:
         with transaction.atomic():
-            back = Submission.objects.filter(pk=submission.pk, state=Submission.State.VERIFYING).update(
-                state=Submission.State.RECEIVED, queued_at=timezone.now(), error_detail=f"{type(exc).__name__}: {exc}"
+            back = _ours(submission).update(
+                state=Submission.State.RECEIVED, queued_at=timezone.now(), lease_expires_at=None,
+                error_detail=f"{type(exc).__name__}: {exc}"[:20000],
             )
             if back:
                 audit_record(actor=WORKER, action="submission.state", subject=submission,
@@ -235,8 +401,9 @@ def submission_fail(*, submission_id: int, detail: str) -> None:
         before = {"state": submission.state}
         submission.state = Submission.State.ERROR
         submission.finished_at = timezone.now()
+        submission.lease_expires_at = None
         submission.error_detail = detail[-20000:]
-        submission.save(update_fields=["state", "finished_at", "error_detail"])
+        submission.save(update_fields=["state", "finished_at", "lease_expires_at", "error_detail"])
         audit_record(actor=WORKER, action="submission.state", subject=submission, before=before,
                      after={"state": Submission.State.ERROR})
     submission_finished.send(sender=Submission, submission=submission)
@@ -244,21 +411,20 @@ def submission_fail(*, submission_id: int, detail: str) -> None:
 
 
 def _supersede_older(submission: Submission) -> None:
-    """An older submission all of whose results were replaced by this one's is superseded."""
-    older_ids = set(
+    """Final submissions none of whose results is current any more are superseded: older ones this one
+    replaced, and this one itself when it finished after a newer upload of all its entries."""
+    candidates = set(
         Result.objects.filter(superseded_by__submission=submission).values_list("submission_id", flat=True)
-    )
-    for older in Submission.objects.filter(pk__in=older_ids).exclude(pk=submission.pk):
-        if older.results.filter(is_current=True).exists() or older.state == Submission.State.SUPERSEDED:
+    ) | {submission.pk}
+    final = [Submission.State.VERIFIED, Submission.State.NONCOMPLIANT]
+    for older in Submission.objects.filter(pk__in=candidates, state__in=final):
+        if not older.results.exists() or older.results.filter(is_current=True).exists():
             continue
-        with transaction.atomic():
-            updated = Submission.objects.filter(pk=older.pk).exclude(state=Submission.State.SUPERSEDED).update(
-                state=Submission.State.SUPERSEDED
-            )
-            if updated:
-                audit_record(actor=WORKER, action="submission.state", subject=older,
-                             before={"state": older.state},
-                             after={"state": Submission.State.SUPERSEDED, "by": submission.pk})
+        updated = Submission.objects.filter(pk=older.pk, state=older.state).update(
+            state=Submission.State.SUPERSEDED)
+        if updated:
+            audit_record(actor=WORKER, action="submission.state", subject=older, before={"state": older.state},
+                         after={"state": Submission.State.SUPERSEDED, "by": submission.pk})
 
 
 def submission_notify(*, submission: Submission) -> None:
@@ -289,10 +455,12 @@ def submission_notify(*, submission: Submission) -> None:
 
 
 def submissions_sweep(*, now: datetime.datetime | None = None) -> list[int]:
-    """Re-dispatch work the queue lost: received too long ago, or verifying past the deadline."""
+    """Re-dispatch work the queue or a worker lost: received too long ago, or verifying with a lapsed
+    lease (the worker died) or past the hard deadline."""
     now = now or timezone.now()
     lost_message = Q(state=Submission.State.RECEIVED, queued_at__lt=now - settings.PODIUM_REQUEUE_AFTER)
-    dead_worker = Q(state=Submission.State.VERIFYING, started_at__lt=now - settings.PODIUM_VERIFY_DEADLINE)
+    dead_worker = Q(state=Submission.State.VERIFYING) & (
+        Q(lease_expires_at__lt=now) | Q(started_at__lt=now - settings.PODIUM_VERIFY_DEADLINE))
     requeued: list[int] = []
     for submission in Submission.objects.filter(lost_message | dead_worker).order_by("queued_at"):
         if submission.attempts >= settings.PODIUM_VERIFY_MAX_ATTEMPTS:
@@ -301,9 +469,9 @@ def submissions_sweep(*, now: datetime.datetime | None = None) -> list[int]:
             continue
         with transaction.atomic():
             updated = Submission.objects.filter(pk=submission.pk, state=submission.state,
-                                                queued_at=submission.queued_at,
-                                                started_at=submission.started_at).update(
-                state=Submission.State.RECEIVED, queued_at=now
+                                                attempts=submission.attempts, queued_at=submission.queued_at,
+                                                lease_expires_at=submission.lease_expires_at).update(
+                state=Submission.State.RECEIVED, queued_at=now, lease_expires_at=None
             )
             if not updated:
                 continue  # a worker moved it meanwhile

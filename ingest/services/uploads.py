@@ -26,6 +26,7 @@ class UploadRequest:
     system: UploadedFile | None = None
     results: tuple[UploadedFile, ...] = ()
     benchmark: str | None = None
+    make_current: bool = False
 
 
 def save_upload(upload: UploadedFile, directory: Path) -> Path:
@@ -68,11 +69,11 @@ def upload_receive(*, actor: User, upload: UploadRequest) -> UploadOutcome:
         with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
             path = save_upload(upload.bundle, Path(tmp))
             return submission_upload(actor=actor, organization=organization, round=round_, archive=path,
-                                     original_name=upload.bundle.name or "upload")
+                                     original_name=upload.bundle.name or "upload", make_current=upload.make_current)
     assert upload.system is not None
     return submission_upload_files(
         actor=actor, organization=organization, round=round_,
         system_json=LooseFile(name=upload.system.name or "system.json", data=upload.system.read()),
         result_files=[LooseFile(name=f.name or "result.txt", data=f.read()) for f in upload.results],
-        benchmark=upload.benchmark,
+        benchmark=upload.benchmark, make_current=upload.make_current,
     )

@@ -77,7 +77,7 @@ def test_admin_invites_by_email_with_a_link_and_only_the_tokens_hash_is_stored(p
     assert response.status_code == 302 and response["Location"] == MEMBERS
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
-    assert message.to == ["erin@example.org"] and "Acme" in message.subject
+    assert message.to == ["erin@example.org"] and "Larkspur Compute" in message.subject
     match = re.search(r"http://testserver/accounts/invitations/([\w-]+)/", message.body)
     assert match is not None, message.body
     token = match.group(1)

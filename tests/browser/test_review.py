@@ -132,7 +132,7 @@ def test_flag_answer_decide_and_the_public_outcome(live_server, sign_in, page, i
     row = page.locator("#review tr.flag-row", has_text=RULE)
     assert row.is_visible()
     assert "Resolved" in row.inner_text() and "Rejected: no issue" in row.inner_text()
-    assert "Zeta" in row.inner_text()
+    assert "Tessellate Cloud" in row.inner_text()
     row.locator("a").click()
     page.wait_for_url(flag_url)
     assert page.get_attribute("#flag-state", "data-state") == "resolved"

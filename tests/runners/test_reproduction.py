@@ -20,22 +20,33 @@ from ingest.services.submissions import submission_upload
 from runners import services
 from runners.models import Attempt, ReproductionJob
 from tests.people import make_people, open_round, set_phase, tar_gz_of
+from tests.runners.conftest import Agent
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
+# How long a test waits for something that must happen: far longer than it takes even with every core
+# busy, so that only a thing that never happens fails a test; a test that passes never waits this long.
+PATIENCE_S = 900
+# The time the "claimed" logs say each run took: a week, far from anything a training run here can take,
+# so that the timing reproduction's mismatch never depends on how fast this machine is today.
+CLAIMED_MS = 7 * 24 * 3600 * 1000
 
-def _wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
+
+def _wait(predicate: Callable[[], object], what: str, *, agent: Agent | None = None,
+          timeout: float = PATIENCE_S) -> None:
+    """Poll until `predicate` holds; fail only if it never does (see PATIENCE_S)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    said = f"; the agent said:\n{agent.output()[-3000:]}" if agent is not None else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}{said}")
 
 
 @pytest.fixture(scope="session")
 def reference_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Five real runs of the reference benchmark, and a copy whose logs claim a ten times longer time."""
+    """Five real runs of the reference benchmark, and a copy whose logs claim a week each."""
     try:
         from podium_reference.bundle import write_bundle
     except ImportError:
@@ -48,8 +59,8 @@ def reference_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
         start = next(json.loads(ln.split(":::MLLOG ", 1)[1])["time_ms"] for ln in lines if '"run_start"' in ln)
         fixed = []
         for line in lines:
-            if '"run_stop"' in line:  # the claim: run_stop ten seconds after run_start
-                line = re.sub(r'"time_ms": \d+', f'"time_ms": {start + 10_000}', line)
+            if '"run_stop"' in line:  # the claim: run_stop a week after run_start
+                line = re.sub(r'"time_ms": \d+', f'"time_ms": {start + CLAIMED_MS}', line)
             fixed.append(line)
         log.write_text("".join(fixed))
     return {"honest": honest, "claimed": slow}
@@ -76,7 +87,8 @@ def test_an_agent_reproduces_a_result_and_a_far_off_claim_is_a_mismatch(setup, s
     people, operator, submit = setup
     honest = submit("honest", people.acme)
     claimed = submit("claimed", people.zeta)
-    assert honest.verdict == claimed.verdict == "verified" and claimed.score > 10 * honest.score
+    assert honest.verdict == claimed.verdict == "verified"
+    assert claimed.score == pytest.approx(CLAIMED_MS / 60_000)  # what the logs claim, not a measured time
     converge = services.job_create(result=honest, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     timing = services.job_create(result=claimed, kind=ReproductionJob.Kind.TIMING, actor=operator)
     _, token = services.runner_create(name="cpu-runner", actor=operator)
@@ -85,13 +97,16 @@ def test_an_agent_reproduces_a_result_and_a_far_off_claim_is_a_mismatch(setup, s
     def both_done() -> bool:
         return all(ReproductionJob.objects.get(pk=j.pk).is_final for j in (converge, timing))
 
-    _wait(both_done, 120, f"both jobs to end; agent said:\n{agent.output()[-3000:]}")
+    _wait(both_done, "both jobs to end", agent=agent)
     converge.refresh_from_db()
     timing.refresh_from_db()
     assert converge.state == ReproductionJob.State.REPRODUCED, converge.verdict_detail
     assert converge.verdict_detail["epochs"] <= converge.verdict_detail["allowed_epochs"]
     assert timing.state == ReproductionJob.State.MISMATCH, timing.verdict_detail
-    assert timing.verdict_detail["minutes"] < timing.verdict_detail["score"] / 5
+    # Minutes on this machine against a week: off by far more than the tolerance, however loaded it is.
+    assert timing.verdict_detail["score"] == pytest.approx(claimed.score)
+    detail = timing.verdict_detail
+    assert detail["minutes"] < detail["score"] - detail["tolerance_minutes"]
     assert Result.objects.get(pk=honest.pk).reproduction == "reproduced"
     assert Result.objects.get(pk=claimed.pk).reproduction == "mismatch"
     attempt = converge.attempts.get()
@@ -113,7 +128,7 @@ def test_a_killed_agent_loses_its_lease_and_another_finishes_as_attempt_2(setup,
                                                     config={**job.config, "sleep_seconds": 3})
     _, token = services.runner_create(name="doomed", actor=operator)
     doomed = start_agent(token, "doomed")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, 60, "the first agent")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, "the first agent")
     doomed.kill()
     # Its lease runs out; the sweeper hands the job on as attempt 2.
     from tests.runners.conftest import expire_leases
@@ -121,7 +136,7 @@ def test_a_killed_agent_loses_its_lease_and_another_finishes_as_attempt_2(setup,
     assert services.attempts_sweep(now=expire_leases()) == [job.pk]
     _, token2 = services.runner_create(name="survivor", actor=operator)
     start_agent(token2, "survivor", "--once")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "the second agent")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, "the second agent")
     job.refresh_from_db()
     first, second = job.attempts.order_by("number")
     assert (first.outcome, second.outcome) == (Attempt.Outcome.EXPIRED, Attempt.Outcome.FINISHED)
@@ -153,7 +168,7 @@ def test_a_late_report_from_an_expired_attempt_gets_409(setup, server, start_age
     services.attempts_sweep(now=expire_leases())
     _, token = services.runner_create(name="next", actor=operator)
     start_agent(token, "next", "--once")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "attempt 2")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, "attempt 2")
     late = call(f"attempts/{attempt['id']}/complete", {"outcome": "finished", "exit_code": 0}, attempt["secret"])
     assert late == 409
     job.refresh_from_db()
@@ -167,12 +182,17 @@ def test_the_agent_rides_out_a_server_restart(setup, server, start_agent) -> Non
     ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job",
                                                     config={**job.config, "sleep_seconds": 4})
     _, token = services.runner_create(name="patient", actor=operator)
-    start_agent(token, "patient", "--once")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, 60, "the job to run")
+    agent = start_agent(token, "patient", "--once")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, "the job to run")
     server.stop()
-    time.sleep(2)  # the job goes on; heartbeats fail and are retried
+
+    def outage_seen() -> bool:  # a heartbeat (or, had the job ended, its report) failed and will be retried
+        output = agent.output()
+        return "trying again at the next beat" in output or "retrying in" in output
+
+    _wait(outage_seen, "the agent to meet the stopped server", agent=agent)
     server.start()
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 90, "the job to end after the restart")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, "the job to end after the restart", agent=agent)
     job.refresh_from_db()
     assert job.state == ReproductionJob.State.REPRODUCED and job.attempts.count() == 1
 
@@ -185,7 +205,7 @@ def test_a_job_past_its_time_limit_is_stopped_and_marked(setup, server, start_ag
                                                     config={**job.config, "sleep_seconds": 60})
     _, token = services.runner_create(name="strict", actor=operator)
     start_agent(token, "strict", "--once")
-    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, 60, "the time limit")
+    _wait(lambda: ReproductionJob.objects.get(pk=job.pk).is_final, "the time limit")
     job.refresh_from_db()
     assert job.state == ReproductionJob.State.FAILED and "time limit" in job.failure_reason
     assert job.attempts.get().outcome == Attempt.Outcome.TIMEOUT
@@ -198,7 +218,7 @@ def test_two_agents_never_run_the_same_attempt(setup, server, start_agent) -> No
     for name in ("left", "right"):
         _, token = services.runner_create(name=name, actor=operator)
         start_agent(token, name)
-    _wait(lambda: all(ReproductionJob.objects.get(pk=j.pk).is_final for j in jobs), 180, "six jobs on two agents")
+    _wait(lambda: all(ReproductionJob.objects.get(pk=j.pk).is_final for j in jobs), "six jobs on two agents")
     attempts = Attempt.objects.filter(job__in=jobs)
     assert attempts.count() == 6  # one attempt per job: no job was leased twice
     assert all(a.outcome == Attempt.Outcome.FINISHED for a in attempts)

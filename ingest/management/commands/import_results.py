@@ -1,7 +1,9 @@
 """python manage.py import_results DIR [--ruleset X.Y.Z]: verify and store an MLCommons results tree.
 
 stdout carries one JSON object per (system, benchmark) and nothing else, so it can be piped into jq
-or compared with the official tools; progress and errors go to stderr.
+or compared with the official tools; progress and errors go to stderr, ending with one line per round:
+items, scored, verified, and warnings by class (the classes of ingest/engine/history.py: later_rule,
+later_rcp, spelling, published_record, tool, other).
 """
 
 from __future__ import annotations
@@ -59,10 +61,7 @@ class Command(BaseCommand):
                 )
             except TreeImportError as exc:
                 raise CommandError(f"{root}: {exc}" if len(roots) > 1 else str(exc)) from None
-            counts: dict[str, int] = {}
-            for outcome in summary.outcomes:
-                counts[outcome.status] = counts.get(outcome.status, 0) + 1
-            progress(f"{root}: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+            progress(f"{root}: {summary.line()}")
             for outcome in summary.outcomes:
                 if outcome.status == "error":
                     self.stderr.write(f"error in {outcome.source.rel_root}:\n{outcome.error}")

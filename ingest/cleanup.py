@@ -1,0 +1,144 @@
+"""Collecting what killed processes leave behind: scratch folders, upload temp files, half-written and
+orphaned bundle files.
+
+Everything here is removed only once it is older than PODIUM_LITTER_MAX_AGE (an hour by default,
+more than any verification may run: settings check it exceeds PODIUM_VERIFY_TIME_LIMIT), so a sweep
+never takes a file from a process that is still working on it, whichever process or host runs it.
+
+- the scratch folder (storage.scratch_dir): unpacked uploads and the checkers' copies, each a
+  temporary entry of one request or one verification;
+- upload temp files (FILE_UPLOAD_TEMP_DIR): Django streams a large upload there while the request runs;
+- the bundle store: `.incoming-*` files of a copy that died before its rename, and stored bundles that
+  no submission names — a process killed between `storage.store` and the commit of its submission
+  row. The store touches a bundle it finds already there, so bytes uploaded again are young again.
+
+Run at worker start (config.celery), at web start (config.wsgi) and by Celery beat (CELERY_BEAT_SCHEDULE
+"sweep-litter"). See docs/operating.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from celery import shared_task
+from django.conf import settings
+
+from ingest.models import Submission
+
+log = logging.getLogger("podium.cleanup")
+# What ingest.storage.store names a bundle: <sha256><suffix>, in a folder named after its first two digits.
+STORED_NAME = re.compile(r"^[0-9a-f]{64}\.(tar\.gz|zip)$")
+
+
+@dataclass
+class Swept:
+    scratch: list[str] = field(default_factory=list)
+    upload_temp: list[str] = field(default_factory=list)
+    incoming: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.scratch) + len(self.upload_temp) + len(self.incoming) + len(self.orphans)
+
+
+def _older(path: Path, cutoff: float) -> bool:
+    try:
+        return path.lstat().st_mtime < cutoff
+    except FileNotFoundError:  # gone meanwhile: its owner cleaned it up
+        return False
+
+
+def _remove(path: Path) -> bool:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            # A bundle may unpack read-only folders, whose entries cannot be removed until they are writable.
+            for folder, _dirs, _files in os.walk(path):
+                Path(folder).chmod(0o700)
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        log.exception("could not remove %s", path)
+        return False
+    return True
+
+
+def _sweep_folder(folder: Path, cutoff: float) -> list[str]:
+    """Every entry of `folder` older than the cutoff (the folder itself stays)."""
+    if not folder.is_dir():
+        return []
+    return [entry.name for entry in sorted(folder.iterdir()) if _older(entry, cutoff) and _remove(entry)]
+
+
+def scratch_sweep(*, cutoff: float) -> list[str]:
+    return _sweep_folder(Path(settings.PODIUM_SCRATCH_DIR), cutoff)
+
+
+def upload_temp_sweep(*, cutoff: float) -> list[str]:
+    folder = getattr(settings, "FILE_UPLOAD_TEMP_DIR", None)
+    return _sweep_folder(Path(folder), cutoff) if folder else []
+
+
+def store_sweep(*, cutoff: float) -> tuple[list[str], list[str]]:
+    """Half-written copies, and stored bundles that no submission names; both older than the cutoff."""
+    root = Path(settings.PODIUM_BUNDLE_DIR)
+    if not root.is_dir():
+        return [], []
+    incoming: list[str] = []
+    candidates: dict[str, Path] = {}
+    for shard in sorted(root.iterdir()):
+        if not shard.is_dir() or len(shard.name) != 2:
+            continue
+        for path in sorted(shard.iterdir()):
+            rel = f"{shard.name}/{path.name}"
+            if path.name.startswith(".incoming-"):
+                if _older(path, cutoff) and _remove(path):
+                    incoming.append(rel)
+            elif STORED_NAME.match(path.name) and _older(path, cutoff):
+                candidates[rel] = path
+    orphans: list[str] = []
+    names = sorted(candidates)
+    for start in range(0, len(names), 500):
+        chunk = names[start:start + 500]
+        named = set(Submission.objects.filter(bundle_path__in=chunk).values_list("bundle_path", flat=True))
+        for rel in chunk:
+            # Checked again just before: an upload of the same bytes touches the file (storage.store),
+            # so one that committed its row since the listing has also made the file young.
+            if rel not in named and _older(candidates[rel], cutoff) and _remove(candidates[rel]):
+                orphans.append(rel)
+    return incoming, orphans
+
+
+def litter_sweep(*, reason: str, now: float | None = None) -> Swept:
+    """Remove everything left behind that is older than PODIUM_LITTER_MAX_AGE."""
+    cutoff = (now if now is not None else time.time()) - settings.PODIUM_LITTER_MAX_AGE
+    swept = Swept(scratch=scratch_sweep(cutoff=cutoff), upload_temp=upload_temp_sweep(cutoff=cutoff))
+    swept.incoming, swept.orphans = store_sweep(cutoff=cutoff)
+    if swept.count:
+        log.info("%s: removed %d scratch entries, %d upload temp files, %d half-written and %d orphaned "
+                 "bundle files", reason, len(swept.scratch), len(swept.upload_temp), len(swept.incoming),
+                 len(swept.orphans))
+    return swept
+
+
+def litter_sweep_at_start(*, reason: str) -> None:
+    """At a process start: never let the sweep stop the process (the database may not be migrated yet)."""
+    try:
+        litter_sweep(reason=reason)
+    except Exception:
+        log.exception("%s: the litter sweep failed; Celery beat will run it again", reason)
+
+
+@shared_task(acks_late=True)
+def sweep_litter() -> int:
+    return litter_sweep(reason="beat").count
+

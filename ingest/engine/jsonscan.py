@@ -1,0 +1,157 @@
+"""Decoding untrusted JSON without being fooled by it: every oddity the standard decoder lets through
+silently is returned as an `Anomaly`, and the value handed back holds nothing a database refuses.
+
+`json.loads` keeps the *last* of two equal keys, reads `NaN`, `Infinity` and `1e400` as non-finite
+floats, turns a 4,000-digit integer into an int no column can hold and raises a bare `ValueError`
+(not a `JSONDecodeError`) past 4,300 digits. Here duplicate keys are reported (the last value is
+kept, as mlperf-logging keeps it, so Podium reads what the checker reads), and non-finite numbers,
+integers outside PostgreSQL's bigint and containers nested deeper than `MAX_DEPTH` are replaced by
+None and reported with their path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+DUPLICATE_KEY = "duplicate-key"
+NON_FINITE = "non-finite"
+NUMBER_RANGE = "number-range"
+TOO_DEEP = "too-deep"
+
+# PostgreSQL bigint; jsonb would hold more, but no count, seed or timestamp of a training run needs it,
+# and clients reading the API as JavaScript lose precision far below it.
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+# Real MLLOG values and system descriptions nest three levels at most; deeper JSON only costs stack
+# when it is stored and served (serializers recurse).
+MAX_DEPTH = 32
+# Python refuses to convert longer digit strings to int (sys.get_int_max_str_digits, 3.11+).
+_MAX_INT_DIGITS = 4300
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: str
+    path: tuple[str | int, ...]  # () for the top-level value
+    detail: str
+
+    @property
+    def where(self) -> str:
+        return path_text(self.path)
+
+
+def path_text(path: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text or "(top level)"
+
+
+class _Bad:
+    """Stands in for a number that cannot be kept, until the walk records where it was."""
+
+    __slots__ = ("detail", "kind")
+
+    def __init__(self, kind: str, detail: str) -> None:
+        self.kind = kind
+        self.detail = detail
+
+
+class _Object(dict):  # type: ignore[type-arg]
+    """A decoded object that remembers which of its keys were repeated."""
+
+    __slots__ = ("repeated",)
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = _Object(pairs)
+    if len(obj) != len(pairs):
+        seen: dict[str, int] = {}
+        for key, _ in pairs:
+            seen[key] = seen.get(key, 0) + 1
+        obj.repeated = {k: n for k, n in seen.items() if n > 1}
+    return obj
+
+
+def _int(text: str) -> int | _Bad:
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_INT_DIGITS:
+        return _Bad(NUMBER_RANGE, f"an integer of {digits} digits")
+    value = int(text)
+    if not INT_MIN <= value <= INT_MAX:
+        return _Bad(NUMBER_RANGE, f"an integer of {digits} digits, outside the 64-bit range")
+    return value
+
+
+def _float(text: str) -> float | _Bad:
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        return _Bad(NON_FINITE, f"{shown} overflows to {value}")
+    return value
+
+
+def _constant(text: str) -> _Bad:
+    return _Bad(NON_FINITE, text)  # NaN, Infinity, -Infinity: not JSON, but Python reads them
+
+
+def loads(text: str | bytes) -> tuple[Any, list[Anomaly]]:
+    """Decode like `json.loads` (same exceptions for malformed text: JSONDecodeError, RecursionError)
+    and return the cleaned value with what was cleaned."""
+    raw = json.loads(text, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float,
+                     parse_constant=_constant)
+    return clean(raw)
+
+
+def clean(value: Any) -> tuple[Any, list[Anomaly]]:
+    """Any decoded JSON value (or one built in Python) made storable, and what was changed.
+
+    Iterative, so a value nested as deep as the decoder allows cannot exhaust the stack here.
+    """
+    anomalies: list[Anomaly] = []
+    root: list[Any] = [None]
+    # (container to write into, its key or index, value to place, path, depth)
+    stack: list[tuple[Any, Any, Any, tuple[str | int, ...], int]] = [(root, 0, value, (), 0)]
+    while stack:
+        parent, slot, item, path, depth = stack.pop()
+        if isinstance(item, _Bad):
+            anomalies.append(Anomaly(item.kind, path, item.detail))
+            parent[slot] = None
+        elif isinstance(item, bool) or item is None or isinstance(item, str):
+            parent[slot] = item
+        elif isinstance(item, int):
+            if INT_MIN <= item <= INT_MAX:
+                parent[slot] = item
+            else:
+                anomalies.append(Anomaly(NUMBER_RANGE, path, "an integer outside the 64-bit range"))
+                parent[slot] = None
+        elif isinstance(item, float):
+            if math.isfinite(item):
+                parent[slot] = item
+            else:
+                anomalies.append(Anomaly(NON_FINITE, path, repr(item)))
+                parent[slot] = None
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_DEPTH:
+                anomalies.append(Anomaly(TOO_DEEP, path, f"nested more than {MAX_DEPTH} levels"))
+                parent[slot] = None
+                continue
+            if isinstance(item, dict):
+                for key, count in getattr(item, "repeated", {}).items():
+                    anomalies.append(Anomaly(DUPLICATE_KEY, (*path, str(key)),
+                                             f"the key {str(key)!r} appears {count} times; the last one is read"))
+                out: dict[str, Any] = {str(k): None for k in item}
+                parent[slot] = out
+                stack.extend((out, str(k), v, (*path, str(k)), depth + 1) for k, v in item.items())
+            else:
+                seq: list[Any] = [None] * len(item)
+                parent[slot] = seq
+                stack.extend((seq, i, v, (*path, i), depth + 1) for i, v in enumerate(item))
+        else:
+            anomalies.append(Anomaly(NUMBER_RANGE, path, f"a {type(item).__name__}, not a JSON value"))
+            parent[slot] = None
+    anomalies.sort(key=lambda a: tuple(str(p) for p in a.path))
+    return root[0], anomalies

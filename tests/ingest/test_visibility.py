@@ -1,0 +1,136 @@
+"""The selector API of ingest.visibility: one function per model, each with the publication hold built in,
+and no public way to build the embargo filter without it. (The end-to-end matrix is
+tests/test_permissions.py; the review side is tests/reviews/test_review_permissions.py.)"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from ingest import visibility
+from reviews.models import Flag
+from tests.factories import (
+    BenchmarkFactory,
+    FindingFactory,
+    OrganizationFactory,
+    ResultFactory,
+    RoundFactory,
+    RunFactory,
+    SubmissionFactory,
+    SystemFactory,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SELECTORS = {"visible_results", "visible_runs", "visible_findings", "visible_systems", "visible_submissions",
+             "visible_rounds"}
+
+
+def test_the_public_api_is_the_selectors_and_nothing_that_forgets_the_hold() -> None:
+    public = {name for name in vars(visibility) if not name.startswith("_") and callable(getattr(visibility, name))
+              and getattr(getattr(visibility, name), "__module__", "") == visibility.__name__}
+    # A new public function here must apply the hold; add it to this list only once it does.
+    assert public == SELECTORS | {"register_hold", "viewer_fingerprint"}
+
+
+def test_no_module_reaches_into_the_private_rule() -> None:
+    offenders = []
+    for path in ROOT.glob("*/**/*.py"):
+        if ".venv" in path.parts or path.name == "visibility.py" or "tests" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "ingest.visibility":
+                offenders += [f"{path}: {a.name}" for a in node.names if a.name.startswith("_")]
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "visibility":
+                offenders.append(f"{path}:{node.lineno}: visibility.{node.attr}")
+    assert not offenders
+
+
+@pytest.fixture
+def held_world(db):
+    """A published round; Acme's system has a held bert result and a public resnet result, and a second
+    Acme submission holds only the held bert entry's newer version."""
+    round_ = RoundFactory(publication_date=timezone.now() - datetime.timedelta(days=1))
+    acme = OrganizationFactory(name="Acme", slug="acme")
+    system = SystemFactory(round=round_, organization=acme)
+    resnet = ResultFactory(system=system, benchmark=BenchmarkFactory(round=round_, key="resnet"))
+    bert_bench = BenchmarkFactory(round=round_, key="bert", name="BERT")
+    old_bert = ResultFactory(system=system, benchmark=bert_bench, submission=resnet.submission, is_current=False)
+    lonely = SubmissionFactory(round=round_, organization=acme)
+    bert = ResultFactory(system=system, benchmark=bert_bench, submission=lonely)
+    lonely_system = SystemFactory(round=round_, organization=acme)
+    lonely_result = ResultFactory(system=lonely_system, benchmark=bert_bench, submission=lonely,
+                                  system_slug="other")
+    for result in (resnet, bert, lonely_result):
+        FindingFactory(result=result, run=RunFactory(result=result))
+    bundle_finding = FindingFactory(result=None, submission=lonely, run=None)
+    raiser = get_user_model().objects.create_user("raiser")
+    for flagged in (old_bert, lonely_result):  # an undecided flag on any version holds the whole entry
+        Flag.objects.create(round=round_, result=flagged, raised_by=raiser, rule="rcp", description="held")
+    return {"round": round_, "system": system, "resnet": resnet, "bert": bert, "old_bert": old_bert,
+            "lonely": lonely, "lonely_system": lonely_system, "lonely_result": lonely_result,
+            "bundle_finding": bundle_finding}
+
+
+def test_the_public_sees_no_held_result_and_nothing_that_exists_only_through_one(held_world) -> None:
+    w, anyone = held_world, AnonymousUser()
+    results = set(visibility.visible_results(anyone).values_list("pk", flat=True))
+    assert results == {w["resnet"].pk}
+    assert set(visibility.visible_runs(anyone).values_list("result_id", flat=True)) == {w["resnet"].pk}
+    findings = set(visibility.visible_findings(anyone).values_list("pk", flat=True))
+    assert w["bundle_finding"].pk not in findings
+    assert set(visibility.visible_findings(anyone).values_list("result_id", flat=True)) == {w["resnet"].pk}
+    # The system also holds a public result: it stays public. The lonely ones exist only through holds.
+    assert set(visibility.visible_systems(anyone).values_list("pk", flat=True)) == {w["system"].pk}
+    assert set(visibility.visible_submissions(anyone).values_list("pk", flat=True)) == {w["resnet"].submission_id}
+
+
+def test_the_organization_and_staff_still_see_everything(held_world) -> None:
+    from accounts.models import Membership
+    from accounts.services import membership_add
+
+    w = held_world
+    member = get_user_model().objects.create_user("member")
+    membership_add(user=member, organization=w["system"].organization, role=Membership.Role.SUBMITTER)
+    staff = get_user_model().objects.create_user("root", is_staff=True)
+    every = {w["resnet"].pk, w["bert"].pk, w["old_bert"].pk, w["lonely_result"].pk}
+    for user in (member, staff):
+        assert set(visibility.visible_results(user).values_list("pk", flat=True)) == every
+        assert visibility.visible_submissions(user).filter(pk=w["lonely"].pk).exists()
+        assert visibility.visible_systems(user).filter(pk=w["lonely_system"].pk).exists()
+
+
+def test_a_system_or_submission_without_results_yet_is_not_held(held_world) -> None:
+    round_ = held_world["round"]
+    empty = SubmissionFactory(round=round_)
+    system = SystemFactory(round=round_)
+    assert visibility.visible_submissions(AnonymousUser()).filter(pk=empty.pk).exists()
+    assert visibility.visible_systems(AnonymousUser()).filter(pk=system.pk).exists()
+
+
+def test_deciding_the_flags_releases_everything(held_world) -> None:
+    Flag.objects.update(state=Flag.State.RESOLVED, outcome=Flag.Outcome.REJECTED)
+    anyone = AnonymousUser()
+    assert visibility.visible_results(anyone).count() == 4
+    assert visibility.visible_submissions(anyone).filter(pk=held_world["lonely"].pk).exists()
+    assert visibility.visible_findings(anyone).filter(pk=held_world["bundle_finding"].pk).exists()
+
+
+@pytest.mark.django_db
+def test_the_fingerprint_follows_what_the_rule_grants() -> None:
+    from accounts.models import Membership
+    from accounts.services import membership_add
+    from accounts.viewer import forget_viewer
+
+    user = get_user_model().objects.create_user("fp")
+    assert visibility.viewer_fingerprint(AnonymousUser()) == "anonymous"
+    before = visibility.viewer_fingerprint(user)
+    membership_add(user=user, organization=OrganizationFactory(), role=Membership.Role.SUBMITTER)
+    forget_viewer(user)
+    assert visibility.viewer_fingerprint(user) != before
