@@ -1,4 +1,4 @@
-# Production image for web, worker and beat (see docker-compose.yml).
+# Production image for web, worker and beat (see docker-compose.yml and docs/operating.md).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -8,17 +8,15 @@ RUN apt-get update \
 RUN useradd --create-home --uid 1000 podium
 WORKDIR /app
 
-COPY pyproject.toml README.md ./
-COPY config config
-COPY leaderboard leaderboard
-COPY ingest ingest
-COPY reviews reviews
-COPY runners runners
-COPY templates templates
-COPY static static
-COPY manage.py ./
-RUN pip install . && python manage.py collectstatic --noinput
+# Everything but what .dockerignore leaves out: no list of packages to forget one from.
+COPY . .
+RUN pip install . \
+    && PODIUM_VAR_DIR=/tmp/build-var python manage.py collectstatic --noinput \
+    && mkdir -p /var/lib/podium && chown podium:podium /var/lib/podium
 
 USER podium
+ENV PODIUM_VAR_DIR=/var/lib/podium
 EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --retries=3 \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"
 CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]
