@@ -96,7 +96,8 @@ class SubmissionResultOutput(serializers.Serializer):
 
 class SubmissionFindingOutput(serializers.Serializer):
     severity = serializers.CharField()
-    check = serializers.CharField()
+    checker = serializers.CharField(help_text="The check that found it: compliance, system_desc, seed, rcp, …")
+    check = serializers.CharField(help_text="Deprecated: the earlier name of `checker`")
     rule = serializers.CharField()
     file = serializers.CharField()
     line = serializers.IntegerField(allow_null=True)

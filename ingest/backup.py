@@ -6,7 +6,6 @@ it also gives the pg_dump route, which this does not replace.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shutil
@@ -21,6 +20,7 @@ from django.core.management import call_command
 from django.db import transaction
 
 from core.errors import BadRequest, Conflict
+from ingest.storage import sha256_file
 
 # What a backup holds of the database: the apps' own rows and the users and groups they point at.
 # Content types, permissions, sessions and the admin's log are rebuilt or do not matter.
@@ -32,14 +32,6 @@ DATABASE = "database.json"
 def file_roots() -> dict[str, Path]:
     bundles = Path(settings.PODIUM_BUNDLE_DIR)
     return {"bundles": bundles, "reproductions": bundles.parent / "reproductions"}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _counts() -> dict[str, int]:
@@ -67,9 +59,9 @@ def backup_write(target: Path) -> dict[str, Any]:
                     continue
                 for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
                     arcname = f"{name}/{path.relative_to(root).as_posix()}"
-                    files[arcname] = _sha256(path)
+                    files[arcname] = sha256_file(path)
                     archive.add(path, arcname=arcname)
-            manifest = {"format": 1, "counts": counts, "files": files, "database_sha256": _sha256(dump)}
+            manifest = {"format": 1, "counts": counts, "files": files, "database_sha256": sha256_file(dump)}
             data = json.dumps(manifest, indent=1, sort_keys=True).encode()
             info = tarfile.TarInfo(MANIFEST)
             info.size = len(data)
@@ -91,7 +83,7 @@ def backup_restore(source: Path, *, force: bool = False) -> dict[str, Any]:
             raise Conflict("the database holds submissions already: restore into an empty one (or --force)")
         archive.extract(DATABASE, tmp, filter="data")
         dump = Path(tmp) / DATABASE
-        if _sha256(dump) != manifest["database_sha256"]:
+        if sha256_file(dump) != manifest["database_sha256"]:
             raise BadRequest(f"{DATABASE} in {source} does not match its checksum")
         roots = file_roots()
         for arcname, sha256 in manifest["files"].items():
@@ -105,7 +97,7 @@ def backup_restore(source: Path, *, force: bool = False) -> dict[str, Any]:
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("wb") as out:
                 shutil.copyfileobj(member, out, 1 << 20)
-            if _sha256(target) != sha256:
+            if sha256_file(target) != sha256:
                 target.unlink()
                 raise BadRequest(f"{arcname!r} in {source} does not match its checksum")
         with transaction.atomic():

@@ -126,7 +126,8 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
         "findings": [
             {
                 "severity": f.severity,
-                "check": f.checker,
+                "checker": f.checker,
+                "check": f.checker,  # the earlier name of `checker`, kept for clients written against it
                 "rule": f.rule,
                 "file": f.file,
                 "line": f.line,

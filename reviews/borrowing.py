@@ -146,7 +146,7 @@ def check_borrowing(
         findings.append(
             Finding(
                 severity=ERROR,
-                check=CHECK,
+                checker=CHECK,
                 rule=RULE_SYSTEM,
                 message=(
                     f"the system description of {new.label} changed from {previous.label} "
@@ -190,7 +190,7 @@ def check_borrowing(
                 f"leave it as in {previous.label} ({values})"
             )
         findings.append(
-            Finding(severity=ERROR, check=CHECK, rule=key, message=message, file=new.file_logging(key))
+            Finding(severity=ERROR, checker=CHECK, rule=key, message=message, file=new.file_logging(key))
         )
     return findings
 
@@ -209,7 +209,7 @@ def _not_rerun(*, previous: Entry, new: Entry) -> list[Finding]:
         else:
             continue
         findings.append(Finding(
-            severity=ERROR, check=CHECK, rule=RULE_RERUN, file=file,
+            severity=ERROR, checker=CHECK, rule=RULE_RERUN, file=file,
             message=(f"{file} of {new.label} {why}: a borrowing must train again with the borrowed "
                      f"hyperparameters, not edit the logs of {previous.label}")))
     return findings
@@ -229,7 +229,7 @@ def _consistency(new: Entry) -> list[Finding]:
             findings.append(
                 Finding(
                     severity=ERROR,
-                    check=CHECK,
+                    checker=CHECK,
                     rule=RULE_CONSISTENCY,
                     message=(
                         f"{key} is {_show(mine)} in {file} but {_show(reference)} in {first_file}: "

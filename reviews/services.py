@@ -265,7 +265,7 @@ def borrowing_judge(*, borrowing: Borrowing) -> Borrowing:
             return locked
         if new is not None:
             Finding.objects.bulk_create([
-                Finding(submission=submission, result=new, severity=f.severity, checker=f.check, rule=f.rule[:120],
+                Finding(submission=submission, result=new, severity=f.severity, checker=f.checker, rule=f.rule[:120],
                         file=f.file[:500], line=f.line, message=db_safe(f.message), detail=db_safe(f.detail))
                 for f in findings])
         refused = any(f.severity == ERROR for f in findings) or new is None

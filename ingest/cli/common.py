@@ -50,7 +50,8 @@ def finding_lines(finding: Mapping[str, Any], indent: str = "  ") -> list[str]:
     where = finding.get("file") or ""
     if where and finding.get("line") is not None:
         where += f":{finding['line']}"
-    head = f"[{finding.get('severity')}] {finding.get('check')}/{finding.get('rule')}: {finding.get('message')}"
+    checker = finding.get("checker", finding.get("check"))  # servers before the rename said "check"
+    head = f"[{finding.get('severity')}] {checker}/{finding.get('rule')}: {finding.get('message')}"
     lines = [f"{indent}{where}: {head}" if where else f"{indent}{head}"]
     lines += [f"{indent}    {text}" for text in (finding.get("excerpt") or "").splitlines()]
     return lines

@@ -12,12 +12,12 @@ SEVERITIES = (ERROR, WARNING, INFO)
 class Finding:
     """One itemized verdict: what rule, where (file and 1-based line), and why.
 
-    `check` names the checker (compliance, system_desc, seed, rcp, run_count, scaling, power,
+    `checker` names the check (compliance, system_desc, seed, rcp, run_count, scaling, power,
     parse, layout, tool); `rule` the specific rule within it (a log key, a field, a file name).
     """
 
     severity: str
-    check: str
+    checker: str
     rule: str
     message: str
     file: str = ""

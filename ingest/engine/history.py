@@ -42,7 +42,7 @@ UPLOAD = "upload"
 IMPORT = "import"
 MODES = (UPLOAD, IMPORT)
 
-# The classes of issue 12, as Finding.check values:
+# The classes of issue 12, as Finding.checker values:
 LATER_RULE = "later_rule"  # a rule (compliance, seeds, status, normalization) that came after the round
 LATER_RCP = "later_rcp"  # RCP reference points that came after the round
 SPELLING = "spelling"  # a spelling or value type the round's tools accepted and the rules do not name
@@ -54,9 +54,9 @@ OTHER = "other"
 _RCP_DIR = Path(mlperf_logging.__file__).parent / "rcp_checker"
 
 
-def finding_class(check: str) -> str:
+def finding_class(checker: str) -> str:
     """The class a finding counts under in an import's summary."""
-    return check if check in CLASSES else OTHER
+    return checker if checker in CLASSES else OTHER
 
 
 # --- compliance -------------------------------------------------------------------------------------

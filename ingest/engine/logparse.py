@@ -262,7 +262,7 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
         parsed.findings.append(
             Finding(
                 severity=WARNING,
-                check="parse",
+                checker="parse",
                 rule="utf-8",
                 message=(
                     f"{len(non_utf8)} line(s) are not valid UTF-8 (lines {shown}{more}); "
@@ -300,7 +300,7 @@ def cap_findings(findings: list[Finding]) -> list[Finding]:
     seen: Counter[tuple[str, str, str]] = Counter()
     first_left_out: dict[tuple[str, str, str], Finding] = {}
     for finding in findings:
-        group = (finding.check, finding.rule, finding.severity)
+        group = (finding.checker, finding.rule, finding.severity)
         seen[group] += 1
         if seen[group] <= MAX_FINDINGS_PER_RULE:
             kept.append(finding)
@@ -309,7 +309,7 @@ def cap_findings(findings: list[Finding]) -> list[Finding]:
     for group, first in first_left_out.items():
         more = seen[group] - MAX_FINDINGS_PER_RULE
         kept.append(
-            Finding(first.severity, first.check, first.rule,
+            Finding(first.severity, first.checker, first.rule,
                     f"{more} more line(s) with the same problem, from line {first.line} on; only the first "
                     f"{MAX_FINDINGS_PER_RULE} are listed", first.file, first.line)
         )
@@ -344,7 +344,7 @@ def _anomaly_findings(parsed: ParsedLog, lineno: int, text: str, key: Any,
         parsed.findings.append(
             Finding(
                 severity=severity,
-                check="sanity",
+                checker="sanity",
                 rule=anomaly.kind,
                 message=f"{what} at {anomaly.where} ({anomaly.detail}) on the {key!r} line; {consequence}"
                 if isinstance(key, str) else f"{what} at {anomaly.where} ({anomaly.detail}); {consequence}",
@@ -363,7 +363,7 @@ def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
         parsed.findings.append(
             Finding(
                 severity=ERROR,
-                check="parse" if rule == "mllog-line" else "sanity",
+                checker="parse" if rule == "mllog-line" else "sanity",
                 rule=rule,
                 message=message,
                 file=parsed.name,

@@ -100,7 +100,7 @@ def run_energy(power_dir: Path, rel_prefix: str, ttt_minutes: float) -> RunEnerg
         # One finding per run, not per node: the cause is the same logger on every node.
         first = stop_fixes[0]
         energy.findings.append(
-            Finding(first.severity, first.check, first.rule,
+            Finding(first.severity, first.checker, first.rule,
                     f"{len(stop_fixes)} of {len(nodes)} node log(s): {first.message}", first.file, first.line)
         )
     for path in sorted(power_dir.glob("sw_*.txt")):

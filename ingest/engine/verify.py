@@ -207,7 +207,7 @@ def _compliance_finding(message: str, severity: str, parsed: ParsedLog) -> Findi
         summary = f"a rule of the checker could not be evaluated on '{key}'"
     return Finding(
         severity=severity,
-        check="compliance",
+        checker="compliance",
         rule=key[:120],
         message=_clip(summary),
         file=parsed.name,
@@ -498,7 +498,7 @@ def _rules_of_the_time(report: ItemReport, parsed: ParsedLog,
         why = (f"not a rule of ruleset {report.ruleset} when it was judged: {change.what} ({change.cite()}); "
                "the run is judged without it")
         if len(group) <= _MAX_DEMOTED_SHOWN:
-            found += [dataclasses.replace(base, check=history.LATER_RULE, rule=change.id,
+            found += [dataclasses.replace(base, checker=history.LATER_RULE, rule=change.id,
                                           message=_clip(f"{base.message}: {why}"), detail=base.detail)
                       for _, base in group]
         else:  # a whole ruleset written after the round (0.6.0): one finding, every message in its detail
@@ -986,7 +986,7 @@ def _guard(report: ItemReport, *, fix: bool) -> list[str]:
             (run.findings if run is not None else report.findings).append(finding)
 
     def finite(owner: Any, name: str, low: float | None = None, high: float | None = None,
-               run: RunReport | None = None, check: str = "sanity") -> None:
+               run: RunReport | None = None, checker: str = "sanity") -> None:
         value = getattr(owner, name)
         if value is None:
             return
@@ -994,7 +994,7 @@ def _guard(report: ItemReport, *, fix: bool) -> list[str]:
               and (low is None or value >= low) and (high is None or value <= high))
         if not ok:
             bounds = "" if low is None and high is None else f" in [{low!r}, {high!r}]"
-            flag(f"{name} = {value!r}", Finding(ERROR, check, name, f"{name} {value!r} is not a finite number"
+            flag(f"{name} = {value!r}", Finding(ERROR, checker, name, f"{name} {value!r} is not a finite number"
                                                  f"{bounds}; it is not kept", run.file if run else where), run)
             if fix:
                 setattr(owner, name, None)
@@ -1024,7 +1024,7 @@ def _guard(report: ItemReport, *, fix: bool) -> list[str]:
         for name in ("run_start_ms", "run_stop_ms"):
             finite(run, name, run=run)
         finite(run, "time_to_train_min", floor, MAX_TIME_TO_TRAIN_MIN, run=run)
-        finite(run, "energy_j", 0.0, run=run, check="power")
+        finite(run, "energy_j", 0.0, run=run, checker="power")
         if run.counted and run.time_to_train_min is None:
             flag(f"{run.file}: counted without a time", None)
             if fix:
@@ -1035,8 +1035,8 @@ def _guard(report: ItemReport, *, fix: bool) -> list[str]:
     whole(report, "olympic_k", _SMALLINT_MAX, clamp=True)
     finite(report, "raw_score", floor, MAX_TIME_TO_TRAIN_MIN)
     finite(report, "scaling_factor", 1.0, MAX_SCALING_FACTOR)
-    finite(report, "rcp_norm_factor", 1.0, MAX_SCALING_FACTOR, check="rcp")
-    finite(report, "energy_j", 0.0, check="power")
+    finite(report, "rcp_norm_factor", 1.0, MAX_SCALING_FACTOR, checker="rcp")
+    finite(report, "energy_j", 0.0, checker="power")
     score = report.score
     if score is not None and not (math.isfinite(score) and score >= floor):
         flag(f"score = {score!r}",

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.people import make_people, open_round
+
 
 @pytest.fixture
 def make_tree(demo_tree, tmp_path: Path) -> Callable[..., Path]:
@@ -26,3 +28,13 @@ def make_tree(demo_tree, tmp_path: Path) -> Callable[..., Path]:
         return target
 
     return build
+
+
+@pytest.fixture
+def people():
+    return make_people()
+
+
+@pytest.fixture
+def round_open():
+    return open_round()

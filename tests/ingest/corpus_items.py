@@ -110,4 +110,4 @@ def verify(bench: Path, ruleset: str, mode: str) -> ItemReport:
 
 def findings(report: ItemReport, check: str, rule: str | None = None, severity: str | None = None) -> list[Finding]:
     return [f for f in report.all_findings()
-            if f.check == check and (rule is None or f.rule == rule) and (severity is None or f.severity == severity)]
+            if f.checker == check and (rule is None or f.rule == rule) and (severity is None or f.severity == severity)]

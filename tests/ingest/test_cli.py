@@ -125,7 +125,7 @@ def test_check_json_is_one_document_with_full_precision(capsys, broken_org) -> N
     assert (result["org"], result["system"], result["benchmark"]) == ("Kestrel_Ridge", "kr1_cluster4", "ssd")
     assert result["runs"] == result["runs_compliant"] == 5
     assert result["score"] != round(result["score"], 2)  # not rounded for display
-    assert {"severity": "error", "check": "system_desc", "rule": "status"}.items() <= result["findings"][0].items()
+    assert {"severity": "error", "checker": "system_desc", "rule": "status"}.items() <= result["findings"][0].items()
 
 
 def test_check_tar_gz_of_a_submitter_folder_takes_the_ruleset_from_where_it_lies(capsys, clean_org,

@@ -21,19 +21,9 @@ from core.errors import BadRequest
 from ingest.models import Finding, Result, Submission
 from ingest.services import results as results_service
 from ingest.services import submissions
-from tests.people import PASSWORD, make_people, open_round, tar_gz_of, token_for
+from tests.people import PASSWORD, tar_gz_of, token_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def people():
-    return make_people()
-
-
-@pytest.fixture
-def round_open():
-    return open_round()
 
 
 def item_folder(demo_tree, tmp_path: Path, org: str = "Larkspur_Compute", system: str = "atlas_lx4_n1",

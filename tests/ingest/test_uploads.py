@@ -19,19 +19,9 @@ from rest_framework.test import APIClient
 from accounts.models import AuditEvent
 from ingest.models import Result, Submission
 from ingest.services import submissions
-from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
+from tests.people import PASSWORD, set_phase, tar_gz_of, token_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def people():
-    return make_people()
-
-
-@pytest.fixture
-def round_open():
-    return open_round()
 
 
 @pytest.fixture

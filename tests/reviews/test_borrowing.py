@@ -206,7 +206,7 @@ def test_changing_a_non_modifiable_hyperparameter_is_refused(
     values = _borrowed(published(NVIDIA_LORA), modifiable["llama2_70b_lora"]) | {"lora_rank": 32}
     new = resubmit(RED_HAT_LORA, values)
     (finding,) = _check(RED_HAT_LORA, NVIDIA_LORA, new, published, modifiable)
-    assert (finding.severity, finding.check, finding.rule) == ("error", "borrowing", "lora_rank")
+    assert (finding.severity, finding.checker, finding.rule) == ("error", "borrowing", "lora_rank")
     assert "previous 16, new 32" in finding.message
     assert "not a modifiable hyperparameter of llama2_70b_lora" in finding.message
     assert finding.file == f"{RED_HAT_LORA.org}/results/{RED_HAT_LORA.system}/llama2_70b_lora/result_0.txt"

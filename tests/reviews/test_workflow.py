@@ -226,12 +226,17 @@ def test_the_api_raises_comments_and_decides_with_the_same_permissions(review) -
     assert public["outcome"] == "rejected" and len(public["comments"]) == 1
 
 
+def _borrowable(entry: Result, source: Result) -> dict:
+    """The source's modifiable hyperparameters (batch size aside) that differ from the entry's."""
+    modifiable = set(entry.benchmark.modifiable_hyperparameters)
+    mine = entry.runs.first().hyperparameters
+    return {k: v for k, v in source.runs.first().hyperparameters.items()
+            if k in modifiable and k != "global_batch_size" and mine.get(k) != v}
+
+
 def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_commit_callbacks, tmp_path) -> None:
     people, _round, acme, zeta, acme_folder = review
-    modifiable = set(acme.benchmark.modifiable_hyperparameters)
-    theirs = zeta.runs.first().hyperparameters
-    mine = acme.runs.first().hyperparameters
-    borrowed = {k: v for k, v in theirs.items() if k in modifiable and k != "global_batch_size" and mine.get(k) != v}
+    borrowed = _borrowable(acme, zeta)
     assert borrowed, "the two demo entries must differ in some modifiable hyperparameter"
     for log in sorted((acme_folder / "results/atlas_lx4_n1/bert").glob("result_*.txt")):
         rewrite_log(log, borrowed)
@@ -260,10 +265,7 @@ def test_borrowing_is_checked_and_leaves_a_lineage(review, django_capture_on_com
 def test_a_borrowing_whose_logs_were_edited_not_rerun_is_refused(review, django_capture_on_commit_callbacks,
                                                                  tmp_path, edit) -> None:
     people, _round, acme, zeta, acme_folder = review
-    modifiable = set(acme.benchmark.modifiable_hyperparameters)
-    theirs = zeta.runs.first().hyperparameters
-    mine = acme.runs.first().hyperparameters
-    borrowed = {k: v for k, v in theirs.items() if k in modifiable and k != "global_batch_size" and mine.get(k) != v}
+    borrowed = _borrowable(acme, zeta)
     for log in sorted((acme_folder / "results/atlas_lx4_n1/bert").glob("result_*.txt")):
         rewrite_log(log, borrowed)
         if edit != "hyperparameters only":

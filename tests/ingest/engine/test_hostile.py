@@ -159,7 +159,7 @@ def test_an_implausible_time_to_train_never_counts(folder, kind: str) -> None:
     report = verify(bench)
     run = report.runs[2]
     assert not run.counted and run.dropped == "failed" and run.time_to_train_min is None
-    assert any(f.check == "sanity" and f.severity == "error" for f in run.findings), run.findings
+    assert any(f.checker == "sanity" and f.severity == "error" for f in run.findings), run.findings
     # One failed run is within olympic tolerance: the other runs give the (positive) score.
     assert report.verdict == VERIFIED and report.score is not None
 
@@ -388,7 +388,7 @@ def test_a_checker_that_runs_out_of_time_is_an_error_on_the_bundle(folder, monke
     report = verify(bench, checker_budget_s=1.0)
     held = time.monotonic() - started
     timeouts = rule_findings(report, "checker_timeout")
-    assert timeouts and all(f.severity == "error" and f.check == "tool" for f in timeouts)
+    assert timeouts and all(f.severity == "error" and f.checker == "tool" for f in timeouts)
     assert {f.file.rsplit("/", 1)[-1] for f in timeouts} == {p.name for p in logs(bench)}
     # The item's budget (4 calls' worth) runs out before the fifth log: that one is not even started.
     assert "was not run" in timeouts[-1].message
@@ -451,7 +451,7 @@ def test_a_bad_scaling_json_in_an_upload_is_an_error_and_never_sets_the_score(fo
     bench = folder()
     write_scaling(bench, BAD_SCALING[kind])
     report = verify(bench, mode=UPLOAD)
-    (finding,) = [f for f in report.findings if f.check == "scaling" and f.severity == "error"]
+    (finding,) = [f for f in report.findings if f.checker == "scaling" and f.severity == "error"]
     assert finding.file.endswith("scaling.json")
     assert report.verdict == NONCOMPLIANT
     # The score is the rules' (the clean item's), never one scaled by the bundle's factor.
@@ -463,7 +463,7 @@ def test_a_bad_scaling_json_in_an_imported_tree_gives_no_score(folder, kind: str
     bench = folder()
     write_scaling(bench, BAD_SCALING[kind])
     report = verify(bench, mode=IMPORT)
-    assert [f for f in report.findings if f.check == "scaling" and f.severity == "error"]
+    assert [f for f in report.findings if f.checker == "scaling" and f.severity == "error"]
     assert report.scaling_factor is None and report.score is None and report.verdict == NONCOMPLIANT
 
 
@@ -471,7 +471,7 @@ def test_an_upload_whose_scaling_json_disagrees_with_the_rules_is_an_error(folde
     bench = folder()
     write_scaling(bench, '{"scaling_factor": 2.0}')
     report = verify(bench)
-    (finding,) = [f for f in report.findings if f.check == "scaling"]
+    (finding,) = [f for f in report.findings if f.checker == "scaling"]
     assert finding.severity == "error" and "2.0" in finding.message and "chair" in finding.message
     assert report.score == clean.score and report.scaling_factor == clean.scaling_factor
 
@@ -490,7 +490,7 @@ def test_an_upload_whose_scaling_json_agrees_with_the_rules_is_fine(folder, make
     bench = folder(BERT)
     write_scaling(bench, json.dumps({"scaling_factor": round(computed.scaling_factor, 7)}))
     report = verify(bench)
-    assert not [f for f in report.findings if f.check == "scaling" and f.severity == "error"]
+    assert not [f for f in report.findings if f.checker == "scaling" and f.severity == "error"]
     assert report.verdict == VERIFIED and report.score == computed.score
 
 

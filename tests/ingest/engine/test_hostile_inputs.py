@@ -76,7 +76,7 @@ def test_a_duplicate_time_ms_is_an_error_and_rejects_the_run() -> None:
     data = mllog("run_start", t="0") + "\n" + mllog("run_stop", t='60000, "time_ms": -1e12') + "\n"
     parsed = parse_log(data.encode(), LOG)
     (finding,) = parsed.findings
-    assert (finding.severity, finding.check, finding.rule, finding.line) == ("error", "sanity", "duplicate-key", 2)
+    assert (finding.severity, finding.checker, finding.rule, finding.line) == ("error", "sanity", "duplicate-key", 2)
     assert parsed.rejected_lines == [2]
     assert parsed.time_to_train_minutes() < 0  # what JSON reads; verify_item does not count it
 
@@ -153,7 +153,7 @@ def test_unstorable_numbers_in_a_system_description_are_findings_and_become_null
     text = json.dumps(system(hw_notes=0)).replace('"hw_notes": 0', f'"hw_notes": {literal}')
     facts = read(text)
     assert facts.parsed and facts.description["hw_notes"] is None
-    assert [f.severity for f in facts.findings if f.check == "sanity"] == ["warning"]
+    assert [f.severity for f in facts.findings if f.checker == "sanity"] == ["warning"]
     assert jsonscan.clean(facts.description)[1] == []
 
 

@@ -73,9 +73,9 @@ def test_a_failure_of_a_rule_that_came_after_the_round_is_a_warning_naming_it(it
     report = verify(bench, ruleset, mode)
     assert all(run.compliant and run.counted for run in report.runs)
     for run in report.runs:
-        (named, *_) = [f for f in run.findings if f.check == history.LATER_RULE and f.rule == change]
+        (named, *_) = [f for f in run.findings if f.checker == history.LATER_RULE and f.rule == change]
         assert named.severity == "warning" and change in named.message
-        assert not [f for f in run.findings if f.check == "compliance" and f.severity == "error"]
+        assert not [f for f in run.findings if f.checker == "compliance" and f.severity == "error"]
     assert report.score is not None and report.verdict in (VERIFIED, NONCOMPLIANT)
     if mode == IMPORT:
         assert report.verdict == VERIFIED
@@ -224,7 +224,7 @@ def test_status_spellings_follow_the_rounds_checker(item, ruleset: str, status: 
     bench = item(TINYBOX_RED_V40, "4.0.0")
     edit_system(bench, status=status)
     facts = _judge(system_json(bench), ruleset)
-    about = [(f.check, f.severity) for f in facts.findings if "status" in f.rule or f.rule == "191ed2c"]
+    about = [(f.checker, f.severity) for f in facts.findings if "status" in f.rule or f.rule == "191ed2c"]
     assert about == ([finding] if finding else [])
     assert (facts.category, facts.system_type) == facets
     if finding and finding[0] == history.LATER_RULE:
@@ -275,7 +275,7 @@ def test_a_division_spelled_close_keeps_its_published_score_on_import(item, rule
     assert report.division == "closed" and report.score is not None and report.verdict == VERIFIED
     (spelling,) = findings(report, history.SPELLING, rule="division")
     assert spelling.severity == "warning" and "'close'" in spelling.message
-    assert not [f for f in report.all_findings() if f.check in ("seed", "rcp") and f.severity == "error"]
+    assert not [f for f in report.all_findings() if f.checker in ("seed", "rcp") and f.severity == "error"]
 
 
 @pytest.mark.parametrize("ruleset", ["1.0.0", "4.0.0"])

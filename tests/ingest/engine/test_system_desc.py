@@ -49,10 +49,10 @@ def test_status_quirk_of_the_tool_is_a_warning_for_4_0_and_an_error_later() -> N
     old = read_system_desc(description(status="onprem"), "f", "4.0.0")
     judge_tool_verdict(old, False, [reason], None, "4.0.0")
     # The v4.0 checker accepted "onprem"; the strict list came later (191ed2c), so a warning naming it.
-    assert [(f.check, f.rule, f.severity) for f in old.findings] == [("later_rule", "191ed2c", "warning")]
+    assert [(f.checker, f.rule, f.severity) for f in old.findings] == [("later_rule", "191ed2c", "warning")]
     new = read_system_desc(description(status="onprem"), "f", "4.1.0")
     judge_tool_verdict(new, False, [reason], None, "4.1.0")
-    assert [(f.check, f.severity) for f in new.findings] == [("system_desc", "error")]
+    assert [(f.checker, f.severity) for f in new.findings] == [("system_desc", "error")]
 
 
 def test_missing_fields_reported_by_the_tool_name_the_field() -> None:
