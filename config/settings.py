@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -121,7 +122,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
@@ -155,6 +156,34 @@ if env_str("CACHE_URL", ""):
 
 # Uploads: limits a bundle must stay within (archive bombs, oversized files), checked before storing.
 PODIUM_BUNDLE_DIR = Path(env_str("PODIUM_BUNDLE_DIR", str(VAR_DIR / "bundles")))
+# Where bundles and reproduction logs are stored, under relative keys (ingest/storage.py): a folder on this
+# host (PODIUM_BUNDLE_DIR's parent: one host, or a volume every host mounts) or an S3-compatible bucket,
+# which lets workers run on other hosts. docs/operating.md, "Storage".
+PODIUM_BUNDLE_STORAGE = env_str("PODIUM_BUNDLE_STORAGE", "filesystem")
+if PODIUM_BUNDLE_STORAGE == "filesystem":
+    STORAGES["bundles"] = {"BACKEND": "ingest.storage.BundleFileSystemStorage"}
+elif PODIUM_BUNDLE_STORAGE == "s3":
+    if not env_str("AWS_STORAGE_BUCKET_NAME", ""):
+        raise ImproperlyConfiguredEnv("PODIUM_BUNDLE_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
+    STORAGES["bundles"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("AWS_STORAGE_BUCKET_NAME", ""),
+            # Unset: AWS itself; set for any other S3-compatible service.
+            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL", "") or None,
+            "region_name": env_str("AWS_S3_REGION_NAME", "") or None,
+            # Unset: boto3 finds credentials itself (its environment variables, an instance role).
+            "access_key": env_secret("AWS_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_secret("AWS_SECRET_ACCESS_KEY", "") or None,
+            "location": env_str("AWS_LOCATION", ""),
+            # Content-addressed keys: the same name is the same bytes, never a renamed copy.
+            "file_overwrite": True,
+            "default_acl": None,
+            "querystring_auth": True,
+        },
+    }
+else:
+    raise ImproperlyConfiguredEnv(f"PODIUM_BUNDLE_STORAGE must be filesystem or s3, not {PODIUM_BUNDLE_STORAGE!r}")
 PODIUM_MAX_BUNDLE_BYTES = env_int("PODIUM_MAX_BUNDLE_BYTES", 200 * 2**20, minimum=1)
 PODIUM_MAX_FILE_BYTES = env_int("PODIUM_MAX_FILE_BYTES", 64 * 2**20, minimum=1)
 PODIUM_MAX_EXTRACTED_BYTES = env_int("PODIUM_MAX_EXTRACTED_BYTES", 2**30, minimum=1)

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.db import transaction
 
 from core.errors import BadRequest, Conflict
+from ingest import storage
 from ingest.storage import sha256_file
 
 # What a backup holds of the database: the apps' own rows and the users and groups they point at.
@@ -30,6 +31,10 @@ DATABASE = "database.json"
 
 
 def file_roots() -> dict[str, Path]:
+    if not storage.is_local():
+        # A bucket is backed up by its own means (versioning, replication): docs/operating.md, "Storage".
+        raise Conflict("the bundle store is an S3 bucket: backup and restore here cover only a filesystem "
+                       "store; dump the database with pg_dump and copy the bucket with its own tools")
     bundles = Path(settings.PODIUM_BUNDLE_DIR)
     return {"bundles": bundles, "reproductions": bundles.parent / "reproductions"}
 
@@ -46,6 +51,7 @@ def _counts() -> dict[str, int]:
 
 def backup_write(target: Path) -> dict[str, Any]:
     """Write the backup to `target` (a .tar file) and return its manifest."""
+    roots = file_roots()  # first: refuses a bucket before any work
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp) / DATABASE
         with transaction.atomic():  # one consistent view of the rows and their counts
@@ -54,7 +60,7 @@ def backup_write(target: Path) -> dict[str, Any]:
         files: dict[str, str] = {}
         with tarfile.open(target, "w") as archive:
             archive.add(dump, arcname=DATABASE)
-            for name, root in file_roots().items():
+            for name, root in roots.items():
                 if not root.is_dir():
                     continue
                 for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
@@ -72,6 +78,7 @@ def backup_write(target: Path) -> dict[str, Any]:
 def backup_restore(source: Path, *, force: bool = False) -> dict[str, Any]:
     """Restore a backup into an empty database and store (after `migrate`). Refuses a database that holds
     submissions unless forced, a damaged archive, and a file whose checksum differs; returns the manifest."""
+    file_roots()  # refuses a bucket before reading anything
     if not tarfile.is_tarfile(source):
         raise BadRequest(f"{source} is not a Podium backup (not a tar file)")
     with tarfile.open(source, "r") as archive, tempfile.TemporaryDirectory() as tmp:

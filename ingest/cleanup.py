@@ -29,6 +29,7 @@ from pathlib import Path
 from celery import shared_task
 from django.conf import settings
 
+from ingest import storage
 from ingest.models import Submission
 
 log = logging.getLogger("podium.cleanup")
@@ -90,6 +91,10 @@ def upload_temp_sweep(*, cutoff: float) -> list[str]:
 
 def store_sweep(*, cutoff: float) -> tuple[list[str], list[str]]:
     """Half-written copies, and stored bundles that no submission names; both older than the cutoff."""
+    if not storage.is_local():
+        # A bucket has no half-written objects, and listing one to find orphans is not done here: give it
+        # a lifecycle rule or sweep it by hand (docs/operating.md, "Storage").
+        return [], []
     root = Path(settings.PODIUM_BUNDLE_DIR)
     if not root.is_dir():
         return [], []

@@ -145,14 +145,11 @@ def run_log(request: HttpRequest, pk: int, position: int) -> HttpResponse:
     submission = result.submission
     if not submission.bundle_path:
         raise Http404("This result was imported from a results tree; its files are not stored in Podium.")
-    try:
-        bundle = storage.open_verified(submission.bundle_path, submission.sha256)
-    except storage.StorageError:
-        raise Http404("The stored bundle is unavailable.") from None
     wanted = run.file.split("/", 1)[1] if "/" in run.file else run.file  # without the org folder
     try:
-        data = read_member(bundle, wanted, limits=upload_limits(), max_bytes=MAX_SERVED_BYTES)
-    except BundleRejected:
+        with storage.open_verified(submission.bundle_path, submission.sha256) as bundle:
+            data = read_member(bundle, wanted, limits=upload_limits(), max_bytes=MAX_SERVED_BYTES)
+    except (storage.StorageError, BundleRejected):
         raise Http404("The stored bundle is unavailable.") from None
     if data is None:
         raise Http404("File not found in the bundle.")

@@ -27,6 +27,7 @@ from django.utils import timezone
 from accounts.services import audit_record
 from catalog.extensions import extension
 from core.cache import bump_generation
+from ingest import storage
 from ingest.engine import tool
 from ingest.engine.logparse import parse_log
 from ingest.models import Result
@@ -192,14 +193,17 @@ def _judge(job: ReproductionJob, attempt: Attempt) -> tuple[str, dict[str, Any],
     if attempt.reported_log_sha256 and attempt.reported_log_sha256 != attempt.log_sha256:
         return (ReproductionJob.State.FAILED, {},
                 "the completion names another log than the one uploaded (sha256 differs)")
-    data = Path(attempt.log_path).read_bytes()
-    parsed = parse_log(data, Path(attempt.log_path).name)
-    problem = _not_this_job(job, parsed)
-    if problem:
-        # Not the submitter's fault and not a verdict on the result: the runner sent something else.
-        return ReproductionJob.State.FAILED, {}, problem
-    ext = extension(job.result.benchmark_key)
-    outcome = tool.check_compliance(Path(attempt.log_path), job.result.round.ruleset, ext.rules if ext else None)
+    # A local copy fetched through the storage API and checked against the uploaded sha256: the worker
+    # judging it may run on another host than the web process that stored it.
+    with storage.fetched(attempt.log_path, attempt.log_sha256) as log_file:
+        data = log_file.read_bytes()
+        parsed = parse_log(data, Path(attempt.log_path).name)
+        problem = _not_this_job(job, parsed)
+        if problem:
+            # Not the submitter's fault and not a verdict on the result: the runner sent something else.
+            return ReproductionJob.State.FAILED, {}, problem
+        ext = extension(job.result.benchmark_key)
+        outcome = tool.check_compliance(log_file, job.result.round.ruleset, ext.rules if ext else None)
     reached = bool(outcome.valid) and parsed.stop_status() == "success"
     curve = [p for p in parsed.eval_curve() if p.epoch is not None]
     epochs = curve[-1].epoch if curve else None

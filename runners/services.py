@@ -6,7 +6,6 @@ import datetime
 import hashlib
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import audit_record
 from catalog.extensions import EXTENSIONS, extension
+from ingest import storage
 from ingest.models import Result
 from runners.judging import (
     REPRODUCED_HYPERPARAMETERS,
@@ -289,12 +289,6 @@ def attempt_heartbeat(*, attempt_id: int, runner: Runner, secret: str, progress:
     return int(settings.PODIUM_RUNNER_LEASE.total_seconds()), job.cancel_requested
 
 
-def _log_dir() -> Path:
-    path = Path(settings.PODIUM_BUNDLE_DIR).parent / "reproductions"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def attempt_log_upload(*, attempt_id: int, runner: Runner, secret: str, data: bytes, sha256: str) -> Attempt:
     if hashlib.sha256(data).hexdigest() != sha256.lower():
         raise JobError("the log's sha256 does not match X-Content-SHA256")
@@ -302,9 +296,9 @@ def attempt_log_upload(*, attempt_id: int, runner: Runner, secret: str, data: by
         raise JobError("the log is larger than the per-file limit")
     with transaction.atomic():
         attempt = _current(attempt_id, runner, secret)
-        path = _log_dir() / f"job{attempt.job_id}-attempt{attempt.number}-{sha256[:16]}.txt"
-        path.write_bytes(data)
-        attempt.log_path, attempt.log_sha256, attempt.log_bytes = str(path), sha256.lower(), len(data)
+        key = storage.put_log(f"job{attempt.job_id}-attempt{attempt.number}-{sha256[:16].lower()}.txt", data,
+                              sha256.lower())
+        attempt.log_path, attempt.log_sha256, attempt.log_bytes = key, sha256.lower(), len(data)
         attempt.save(update_fields=["log_path", "log_sha256", "log_bytes"])
     return attempt
 

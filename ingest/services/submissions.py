@@ -288,14 +288,14 @@ class _Judged:
 
 def _judge(submission: Submission) -> _Judged:
     """Every item of the bundle through the engine. No database writes: a crash here leaves nothing."""
-    bundle = storage.open_verified(submission.bundle_path, submission.sha256)
     with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-verify-") as tmp:
         # A flat archive (systems/ and results/ at its top) lands in `dest` itself: name that folder
         # after the organization, so file names in findings read <org>/results/...
         dest = Path(tmp) / submission.organization.slug
         dest.mkdir()
         try:
-            folder = extract_bundle(bundle, dest, limits=upload_limits())
+            with storage.open_verified(submission.bundle_path, submission.sha256) as bundle:
+                folder = extract_bundle(bundle, dest, limits=upload_limits())
         except BundleRejected as exc:  # limits tightened since the upload: the bundle's, not ours
             return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
         reports = _verify_items(list(items_of(folder)), submission.round.ruleset)
