@@ -43,7 +43,7 @@ def s3_endpoint() -> Iterator[str]:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # generous: only a server that never starts fails here
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
