@@ -226,6 +226,15 @@ def test_the_api_raises_comments_and_decides_with_the_same_permissions(review) -
     assert public["outcome"] == "rejected" and len(public["comments"]) == 1
 
 
+def _borrow_with(user, entry: Result, source: Result, folder: Path, tmp_path: Path, capture) -> Borrowing:
+    """Post `folder` as `entry`'s borrowing from `source`, let its verification run, return the borrowing."""
+    archive = tmp_path / "borrowing.tar.gz"
+    archive.write_bytes(tar_gz_of(folder))
+    with capture(execute=True), archive.open("rb") as handle:
+        _client(user).post(f"/results/{entry.pk}/borrow/?source={source.pk}", {"source": source.pk, "bundle": handle})
+    return Borrowing.objects.get()
+
+
 def _borrowable(entry: Result, source: Result) -> dict:
     """The source's modifiable hyperparameters (batch size aside) that differ from the entry's."""
     modifiable = set(entry.benchmark.modifiable_hyperparameters)
@@ -270,17 +279,13 @@ def test_a_borrowing_whose_logs_were_edited_not_rerun_is_refused(review, django_
         rewrite_log(log, borrowed)
         if edit != "hyperparameters only":
             shift_times(log, 1000, keep=("run_start",))
-    archive = tmp_path / "edited.tar.gz"
-    archive.write_bytes(tar_gz_of(acme_folder))
-    with django_capture_on_commit_callbacks(execute=True), archive.open("rb") as handle:
-        _client(people.alice).post(f"/results/{acme.pk}/borrow/?source={zeta.pk}",
-                                   {"source": zeta.pk, "bundle": handle})
-    borrowing = Borrowing.objects.get()
+    borrowing = _borrow_with(people.alice, acme, zeta, acme_folder, tmp_path, django_capture_on_commit_callbacks)
     assert borrowing.state == Borrowing.State.REFUSED
     reasons = list(borrowing.result.findings.filter(rule="re-run").values_list("message", flat=True))
     assert reasons and all("must train again" in reason for reason in reasons)
     # The entry stays as it was: the previous version is current again.
     assert Result.objects.current().get(organization=people.acme, benchmark_key="bert") == acme
+
 
 def test_a_borrowing_that_changes_the_system_description_is_refused_and_the_entry_stays(
     review, django_capture_on_commit_callbacks, tmp_path
@@ -288,12 +293,7 @@ def test_a_borrowing_that_changes_the_system_description_is_refused_and_the_entr
     people, _round, acme, zeta, acme_folder = review
     system = acme_folder / "systems/atlas_lx4_n1.json"
     system.write_text(system.read_text().replace('"cooling": "', '"cooling": "water, '))
-    archive = tmp_path / "bad.tar.gz"
-    archive.write_bytes(tar_gz_of(acme_folder))
-    with django_capture_on_commit_callbacks(execute=True), archive.open("rb") as handle:
-        _client(people.alice).post(f"/results/{acme.pk}/borrow/?source={zeta.pk}",
-                                   {"source": zeta.pk, "bundle": handle})
-    borrowing = Borrowing.objects.get()
+    borrowing = _borrow_with(people.alice, acme, zeta, acme_folder, tmp_path, django_capture_on_commit_callbacks)
     assert borrowing.state == Borrowing.State.REFUSED
     assert borrowing.result.findings.filter(checker="borrowing", rule="system-description").exists()
     current = Result.objects.current().get(organization=people.acme)
