@@ -55,6 +55,11 @@ class Round(models.Model):
     deadline_source = models.TextField(blank=True, help_text="Where the submission deadline comes from")
     is_demo = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # TOP500-style spot checks: once the submission deadline has passed, this many of the round's
+    # verified results are drawn at random (the seed recorded) and queued for reproduction. 0: none.
+    reproduction_sample_size = models.PositiveIntegerField(default=0)
+    reproduction_sample_kind = models.CharField(max_length=12, default="convergence",
+                                                choices=[("convergence", "Convergence"), ("timing", "Timing")])
 
     objects = RoundQuerySet.as_manager()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from podium_reference.digits import BENCHMARK, RunLog, parse_config, pick_device, train
+from podium_reference.implementation import write_implementation
 
 SYSTEM_KEYS_EMPTY = (
     "host_processor_vcpu_count", "host_processor_frequency", "host_processor_caches", "host_processor_interconnect",
@@ -36,14 +37,17 @@ def system_description(*, submitter: str, system_name: str, status: str = "Avail
 
 
 def write_bundle(root: Path, *, org: str, system: str, seeds: list[int], config: dict[str, Any] | None = None,
-                 device: str = "cpu") -> Path:
-    """Train `len(seeds)` runs and write `<root>/<org>/` in the MLCommons layout; returns that folder."""
+                 device: str = "cpu", implementation: bool = False) -> Path:
+    """Train `len(seeds)` runs and write `<root>/<org>/` in the MLCommons layout; returns that folder. With
+    `implementation`, the code too: benchmarks/podium_digits/implementations/pytorch/ with config_<system>.sh."""
     folder = root / org
     results = folder / "results" / system / BENCHMARK
     results.mkdir(parents=True, exist_ok=True)
     (folder / "systems").mkdir(parents=True, exist_ok=True)
     (folder / "systems" / f"{system}.json").write_text(
         json.dumps(system_description(submitter=org, system_name=system), indent=1))
+    if implementation:
+        write_implementation(folder, systems=[system])
     chosen = pick_device(device)
     for index, seed in enumerate(seeds):
         settings = {**(config or {}), "seed": seed,

@@ -14,7 +14,7 @@ from typing import Any
 
 from runner_agent.attempt import AttemptRun, Claim, ProtocolError, parse_claim
 from runner_agent.client import AgentError, Client, Clock, Stopping
-from runner_agent.hardware import Host, software
+from runner_agent.hardware import Host, inventory, software
 from runner_agent.settings import Settings
 from runner_agent.verdict import Verdicts
 
@@ -34,15 +34,18 @@ class Agent:
         self._verdicts = Verdicts(client, clock, settings.timing)
         self._freed = threading.Event()
         self._started = 0
+        self._inventory = inventory()  # once: nvidia-smi -q takes seconds on a large host
 
     def run(self) -> int:
         """0 once stopped (or, with `once`, after one attempt or none); 2 when the server refuses the runner."""
         accelerators = self.host.accelerators
-        log.info("runner %r: %s, %d CPUs, %s GB memory; up to %d job(s) at once; modules: %s; asking %s",
+        log.info("runner %r: %s, %d CPUs, %s GB memory; up to %d job(s) at once; modules: %s; %s; asking %s",
                  self.settings.name,
                  f"{accelerators.count} × {accelerators.model}" if self.host.has_gpus else "no GPU",
                  self.host.cpus, self.host.memory_gb, self.settings.max_jobs,
-                 ", ".join(sorted(self.settings.allowed_modules)), self.client.server)
+                 ", ".join(sorted(self.settings.allowed_modules)),
+                 f"runs submitted implementations with the datasets of {', '.join(sorted(self.settings.datasets))}"
+                 if self.settings.run_implementations else "runs no submitted implementation", self.client.server)
         try:
             self._loop()
         except Stopping:
@@ -64,6 +67,9 @@ class Agent:
             "cpus": self.host.cpus,
             "memory_gb": self.host.memory_gb,
             "software": self._software(),
+            "datasets": {key: dataset.sha256 for key, dataset in self.settings.datasets.items()},
+            "runs_implementations": self.settings.run_implementations,
+            "inventory": self._inventory,
         }
 
     def _software(self) -> dict[str, str]:

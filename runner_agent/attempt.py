@@ -22,12 +22,17 @@ from typing import Any
 
 from runner_agent import leftovers, verdict
 from runner_agent.client import LOST_STATUSES, Client, Clock, Reply, Stopping
+from runner_agent.container import implementation_argv
+from runner_agent.datasets import checksum_problem
+from runner_agent.implementation import ENTRY, Code, ImplementationProblem, parse_code, unpack
+from runner_agent.implementation import environment as implementation_environment
 from runner_agent.output import OutputLines
 from runner_agent.process import JobProcess
 from runner_agent.settings import Settings
 
 CONFIG_NAME = "config.json"
 LOG_NAME = "result.txt"
+IMPL_DIR = "impl"
 MAX_TAIL_CHARS = 64 * 1024
 NOTE_PREFIX = "[runner agent] "
 # Signals that stop a whole service (systemd sends SIGTERM to the agent and its jobs at once): a job they
@@ -56,6 +61,7 @@ class Job:
     module: str
     config: dict[str, Any]
     time_limit_s: float
+    code: Code | None = None  # a submission's implementation, run by its run_and_time.sh; None: the module
 
 
 @dataclass(frozen=True)
@@ -109,8 +115,12 @@ def _parse_job(document: dict[str, Any]) -> tuple[Job, tuple[int, ...]]:
     limit = float(_number(raw, "time_limit_seconds"))
     if limit <= 0:
         raise ProtocolError("time_limit_seconds must be more than 0")
+    try:
+        code = parse_code(raw)
+    except ValueError as exc:
+        raise ProtocolError(str(exc)) from None
     job = Job(id=_number(raw, "id", whole=True), kind=str(raw.get("kind") or ""), module=raw["module"],
-              config=raw["config"], time_limit_s=limit)
+              config=raw["config"], time_limit_s=limit, code=code)
     assignment = document.get("assignment") or {}
     indexes = assignment.get("accelerator_indexes") if isinstance(assignment, dict) else None
     if not isinstance(indexes, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indexes):
@@ -205,22 +215,27 @@ class AttemptRun:
         """True once the server took the completion."""
         job = self.claim.job
         refusal = self.refusal or self.claim.problem
-        if job is not None and refusal is None and job.module not in self.settings.allowed_modules:
-            refusal = f"module not allowed on this runner: {job.module!r} (allowed: " \
-                      f"{', '.join(sorted(self.settings.allowed_modules))})"
+        if job is not None and refusal is None:
+            refusal = self._code_refusal(job.code) if job.code is not None else self._module_refusal(job.module)
         if job is None or refusal is not None:
             log.warning("attempt %d refused: %s", self.attempt.id, refusal)
             return self._complete(outcome="failed", exit_code=None, tail=[], note=refusal, sha256=None, elapsed=0.0)
 
         log.info("attempt %d (#%d) of job %d (%s): running %s on accelerators %s for at most %g s", self.attempt.id,
-                 self.attempt.number, job.id, job.kind, job.module, list(self.claim.accelerator_indexes) or "none",
-                 job.time_limit_s)
-        lines = OutputLines()
+                 self.attempt.number, job.id, job.kind,
+                 f"{job.code.path} with {job.code.system_config}" if job.code else job.module,
+                 list(self.claim.accelerator_indexes) or "none", job.time_limit_s)
         start = self.clock.now()
+        log_path = self.work_dir / LOG_NAME
         try:
             config_path = self._prepare(job)
-            log_path = self.work_dir / LOG_NAME
+            # An implementation's log is the :::MLLOG lines it prints, collected as MLCommons does.
+            sink = log_path.open("w", encoding="utf-8") if job.code is not None else None
+            lines = OutputLines(mllog=sink)
             process = self._start(job, config_path, log_path, lines)
+        except ImplementationProblem as exc:
+            return self._complete(outcome="failed", exit_code=None, tail=[], note=str(exc), sha256=None,
+                                  elapsed=self.clock.now() - start)
         except OSError as exc:
             return self._complete(outcome="failed", exit_code=None, tail=[], note=f"could not start the job: {exc}",
                                   sha256=None, elapsed=self.clock.now() - start)
@@ -229,6 +244,8 @@ class AttemptRun:
             ending = self._supervise(process, lines, start, job.time_limit_s)
         finally:
             leftovers.forget(self.work_dir)  # reaped (on every path): nothing of the job is left to clean up
+            if sink is not None:
+                sink.close()
         elapsed = self.clock.now() - start
         if lines.has_unsent():
             self._heartbeat(lines, elapsed)  # the last lines, for whoever follows the run live
@@ -247,7 +264,38 @@ class AttemptRun:
         return self._complete(outcome=outcome, exit_code=ending.exit_code, tail=lines.tail(), note=note,
                               sha256=sha256, elapsed=elapsed)
 
+    def _module_refusal(self, module: str) -> str | None:
+        if module in self.settings.allowed_modules:
+            return None
+        return f"module not allowed on this runner: {module!r} (allowed: " \
+               f"{', '.join(sorted(self.settings.allowed_modules))})"
+
+    def _code_refusal(self, code: Code) -> str | None:
+        """Why this runner will not run the implementation: not allowed here, no dataset, a changed dataset."""
+        if not self.settings.run_implementations:
+            return "this runner does not run submitted implementations (its agent runs without --run-implementations)"
+        dataset = self.settings.datasets.get(code.benchmark)
+        if dataset is None:
+            return f"this runner holds no dataset for {code.benchmark}"
+        return checksum_problem(dataset, code.dataset_sha256)
+
+    def _fetch_code(self, code: Code) -> Path:
+        reply = self.client.request("GET", f"{self.path}/implementation",
+                                    headers={"X-Attempt-Secret": self.attempt.secret},
+                                    what=f"fetching the implementation of attempt {self.attempt.id}")
+        if reply.status in LOST_STATUSES:
+            raise AttemptLost(reply)
+        if reply.status != 200:
+            raise ImplementationProblem(f"the server did not give the implementation ({reply.status}): "
+                                        f"{reply.detail()}")
+        impl_dir = self.work_dir / IMPL_DIR
+        unpack(reply.body, code, impl_dir)
+        (self.work_dir / "logs").mkdir()
+        return impl_dir
+
     def _start(self, job: Job, config_path: Path, log_path: Path, lines: OutputLines) -> JobProcess:
+        if job.code is not None:
+            return self._start_code(job, job.code, config_path, lines)
         indexes = self.claim.accelerator_indexes
         container = self.settings.container
         if container is None:
@@ -260,6 +308,28 @@ class AttemptRun:
         argv = container.argv(name=name, module=job.module, work_dir=self.work_dir, config=config_path,
                               log_file=log_path, indexes=indexes)
         # Recorded before it starts: a container outlives an agent killed while its engine client starts it.
+        leftovers.write_record(self.work_dir, engine=container.engine, container=name)
+        process = JobProcess(argv, cwd=self.work_dir, env=engine_environment(), lines=lines,
+                             poll_s=self.timing.poll_s, cleanup=lambda: container.remove(name))
+        self._record(process, home=None)
+        return process
+
+    def _start_code(self, job: Job, code: Code, config_path: Path, lines: OutputLines) -> JobProcess:
+        impl_dir = self._fetch_code(code)
+        dataset = self.settings.datasets[code.benchmark].path.resolve()
+        indexes = self.claim.accelerator_indexes
+        env = implementation_environment(job_environment(self.work_dir, indexes), code=code, data_dir=str(dataset),
+                                         log_dir=str(self.work_dir / "logs"), config=str(config_path),
+                                         seed=job.config.get("seed"), python=sys.executable)
+        container = self.settings.container
+        if container is None:
+            process = JobProcess(["bash", "-c", ENTRY], cwd=impl_dir, env=env, lines=lines,
+                                 poll_s=self.timing.poll_s)
+            self._record(process, home=env["HOME"])
+            return process
+        name = f"podium-job-{job.id}-attempt-{self.attempt.id}"
+        argv = implementation_argv(container, name=name, work_dir=self.work_dir, impl_dir=impl_dir, dataset=dataset,
+                                   env=env, indexes=indexes, entry=ENTRY)
         leftovers.write_record(self.work_dir, engine=container.engine, container=name)
         process = JobProcess(argv, cwd=self.work_dir, env=engine_environment(), lines=lines,
                              poll_s=self.timing.poll_s, cleanup=lambda: container.remove(name))

@@ -16,6 +16,7 @@ from runner_agent import leftovers
 from runner_agent.agent import Agent
 from runner_agent.client import AgentError, Client, Clock, server_base
 from runner_agent.container import Container, NoEngine, find_engine
+from runner_agent.datasets import Dataset, DatasetError, check_present, parse_declaration
 from runner_agent.hardware import detect
 from runner_agent.settings import DEFAULT_MODULE, MODULE_NAME, Settings, Timing
 
@@ -59,6 +60,13 @@ def _module(text: str) -> str:
     return text
 
 
+def _dataset(text: str) -> Dataset:
+    try:
+        return parse_declaration(text)
+    except DatasetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m runner_agent",
@@ -87,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="docker, podman, a path to either, or auto (the default: Docker, else Podman)")
     parser.add_argument("--container-network", default="none", metavar="NETWORK",
                         help="the container's network (default: none)")
+    parser.add_argument("--run-implementations", action="store_true",
+                        help="also run the code submissions ship (their run_and_time.sh): untrusted code, so only on "
+                             "a host that holds nothing else of value, preferably with --container")
+    parser.add_argument("--dataset", action="append", type=_dataset, dest="datasets", default=[],
+                        metavar="BENCHMARK=PATH[,sha256=HEX]",
+                        help="a benchmark's dataset on this host, and its checksum (python -m runner_agent.datasets "
+                             "PATH prints it); repeat for several. Jobs of benchmarks without one never come here")
     parser.add_argument("--once", action="store_true",
                         help="claim one job, run and report it, wait for its verdict, then exit (at once if there is "
                              "nothing to do)")
@@ -108,8 +123,10 @@ def main(argv: Sequence[str] | None = None, *, clock: Clock | None = None, timin
         work_dir.mkdir(parents=True, exist_ok=True)
         container = None if args.container is None else Container(
             find_engine(args.container_engine), args.container, network=args.container_network)
+        for dataset in args.datasets:
+            check_present(dataset)
         work_dir_lock = leftovers.lock(work_dir)
-    except (AgentError, OSError, NoEngine, leftovers.WorkDirTaken) as exc:
+    except (AgentError, OSError, NoEngine, leftovers.WorkDirTaken, DatasetError) as exc:
         log.error("%s", exc)
         return 2
     try:  # the lock is held until the agent ends: the kernel lets go of it if the agent is killed
@@ -132,7 +149,8 @@ def _serve(args: argparse.Namespace, server: str, token: str, work_dir: Path, co
     settings = Settings(name=args.name or socket.gethostname(), work_dir=work_dir,
                         max_jobs=args.max_jobs or max(1, host.accelerators.count),
                         allowed_modules=frozenset(args.modules or [DEFAULT_MODULE]), once=args.once, timing=timing,
-                        container=container)
+                        container=container, datasets={d.benchmark: d for d in args.datasets},
+                        run_implementations=args.run_implementations)
     client = Client(server, token, clock=clock, stop=stop, retry_first_s=timing.retry_first_s,
                     retry_max_s=timing.retry_max_s, timeout_s=timing.request_timeout_s)
     agent = Agent(settings, host, client, clock=clock, stop=stop)

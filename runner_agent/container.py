@@ -80,3 +80,28 @@ def find_engine(wanted: str) -> str:
         if found:
             return found
     raise NoEngine(f"no container engine found on PATH (looked for {', '.join(names)})")
+
+
+DATA_MOUNT = "/data"
+
+
+def implementation_argv(container: Container, *, name: str, work_dir: Path, impl_dir: Path, dataset: Path,
+                        env: dict[str, str], indexes: tuple[int, ...], entry: str) -> list[str]:
+    """Build the implementation's image from its Dockerfile (if it has one; else the operator's image) and
+    run its entry point in it: the work dir mounted, the dataset read-only at /data, the assigned GPUs,
+    the operator's network. One process for both, so the time limit and a cancel cover the build too."""
+    tag = f"podium-impl-{name.removeprefix('podium-job-')}"
+    base = container.argv(name=name, module="x", work_dir=work_dir, config=work_dir, log_file=work_dir,
+                          indexes=indexes)
+    run = base[1:base.index(container.image)]  # the options of `run`, without the module's command line
+    inside = {**env, "DATADIR": DATA_MOUNT, "LOGDIR": f"{MOUNT}/logs", "PODIUM_CONFIG": f"{MOUNT}/config.json"}
+    options = ["--volume", f"{dataset}:{DATA_MOUNT}:ro", "--workdir", f"{MOUNT}/{impl_dir.relative_to(work_dir)}"]
+    for key in ("DATADIR", "LOGDIR", "PODIUM_CONFIG", "PODIUM_SYSTEM_CONFIG", "SEED"):
+        options += ["--env", f"{key}={inside[key]}"]
+    workdir_at = run.index("--workdir")
+    run = run[:workdir_at] + run[workdir_at + 2:]
+    if (impl_dir / "Dockerfile").is_file():
+        script = 'e=$1; t=$2; d=$3; shift 3; "$e" build --tag "$t" "$d" && exec "$e" "$@"'
+        return ["/bin/sh", "-c", script, "sh", container.engine, tag, str(impl_dir), *run, *options, tag,
+                "bash", "-c", entry]
+    return [container.engine, *run, *options, container.image, "bash", "-c", entry]

@@ -104,3 +104,30 @@ def detect() -> Host:
 
 def software() -> dict[str, str]:
     return {"python": platform.python_version(), "platform": platform.platform()}
+
+
+def inventory() -> str:
+    """The host's accelerator inventory, sent with each claim: `nvidia-smi -q` as it prints, or, without
+    NVIDIA GPUs, a CPU inventory in the same shape (`Attached GPUs : 0`) that Podium reads the same way."""
+    path = shutil.which("nvidia-smi")
+    if path is not None:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            ran = subprocess.run([path, "-q"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S,
+                                 check=False, stdin=subprocess.DEVNULL)
+            if ran.returncode == 0 and "Attached GPUs" in ran.stdout:
+                return ran.stdout
+    return cpu_inventory()
+
+
+def cpu_inventory() -> str:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return (f"==============CPU inventory (no NVIDIA GPU)==============\n"
+            f"Attached GPUs                             : 0\n"
+            f"CPU model                                 : {model or platform.processor() or platform.machine()}\n"
+            f"CPUs usable                               : {cpu_count()}\n"
+            f"Memory (GB)                               : {memory_gb()}\n")

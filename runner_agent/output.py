@@ -19,8 +19,12 @@ TRUNCATED = " …[line truncated]"
 
 
 class OutputLines:
-    def __init__(self, *, beat_lines: int = BEAT_LINES, tail_lines: int = TAIL_LINES) -> None:
+    def __init__(self, *, beat_lines: int = BEAT_LINES, tail_lines: int = TAIL_LINES,
+                 mllog: IO[str] | None = None) -> None:
         self._lock = threading.Lock()
+        # Every MLLOG line the job prints, whole, in order: an implementation's run log is its output's
+        # :::MLLOG lines, as MLCommons collects them.
+        self._mllog_file = mllog
         self._beat_lines = beat_lines
         self._seq = 0  # the number of the newest line
         self._sent = 0  # every line up to this number was offered to a beat the server took
@@ -32,6 +36,8 @@ class OutputLines:
         with self._lock:
             self._seq += 1
             (self._mllog if MLLOG_MARK in line else self._other).append((self._seq, line))
+            if self._mllog_file is not None and MLLOG_MARK in line:
+                self._mllog_file.write(line[line.index(MLLOG_MARK):] + "\n")
             self._tail.append(line)
 
     def unsent(self) -> tuple[list[str], int]:

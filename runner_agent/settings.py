@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner_agent.container import Container
+from runner_agent.datasets import Dataset
 
 DEFAULT_MODULE = "podium_reference.digits"
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -44,3 +45,5 @@ class Settings:
     once: bool = False
     container: Container | None = None  # run jobs in this image instead of the agent's Python
     timing: Timing = field(default_factory=Timing)
+    datasets: dict[str, Dataset] = field(default_factory=dict)  # benchmark → the dataset this host holds
+    run_implementations: bool = False  # whether submitted code may run here (--run-implementations)

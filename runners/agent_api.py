@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser
@@ -13,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from ingest import storage
 from runners import services
 from runners.authentication import IsRunner, RunnerTokenAuthentication
 
@@ -31,6 +33,16 @@ class ClaimInput(serializers.Serializer):
     cpus = serializers.IntegerField(min_value=0, required=False, default=0)
     memory_gb = serializers.FloatField(allow_null=True, required=False, default=None)
     software = serializers.DictField(required=False, default=dict)
+    # benchmark → the sha256 the runner's operator declared for its copy of the dataset ("" if none)
+    datasets = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=64), required=False,
+                                     default=dict)
+    runs_implementations = serializers.BooleanField(required=False, default=False)
+    inventory = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
+
+    def validate_datasets(self, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 1000 or any(len(key) > 200 for key in value):
+            raise serializers.ValidationError("At most 1000 benchmarks, each named in at most 200 characters.")
+        return value
 
 
 class HeartbeatInput(serializers.Serializer):
@@ -89,14 +101,15 @@ class ClaimApi(AgentView):
         report = services.Report(
             name=v["name"], accelerator_model=v["accelerators"]["model"], accelerator_count=v["accelerators"]["count"],
             accelerator_memory_gb=v["accelerators"]["memory_gb"], free_indexes=tuple(v["free_indexes"]),
-            cpus=v["cpus"], memory_gb=v["memory_gb"], software=v["software"])
+            cpus=v["cpus"], memory_gb=v["memory_gb"], software=v["software"], datasets=v["datasets"],
+            runs_implementations=v["runs_implementations"], inventory=v["inventory"])
         claimed = services.job_claim(runner=self.runner, report=report)
         if claimed is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         job, attempt, secret = claimed
         return Response({
             "job": {"id": job.pk, "kind": job.kind, "module": job.module, "config": job.config,
-                    "time_limit_seconds": job.time_limit_seconds},
+                    "time_limit_seconds": job.time_limit_seconds, **services.job_code(job)},
             "attempt": {"id": attempt.pk, "number": attempt.number, "secret": secret,
                         "lease_seconds": int(settings.PODIUM_RUNNER_LEASE.total_seconds()),
                         "heartbeat_seconds": settings.PODIUM_RUNNER_HEARTBEAT},
@@ -143,3 +156,15 @@ class AttemptApi(AgentView):
     @extend_schema(exclude=True)
     def get(self, request: Request, attempt_id: int) -> Response:
         return Response(services.attempt_read(attempt_id=attempt_id, runner=self.runner, secret=self.secret()))
+
+
+class ImplementationDownloadApi(AgentView):
+    """The implementation's canonical .tar.gz, for the attempt that runs it (and no one else)."""
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, attempt_id: int) -> FileResponse:
+        archive = services.attempt_implementation(attempt_id=attempt_id, runner=self.runner, secret=self.secret())
+        handle = storage.bundle_storage().open(archive.archive_key, "rb")
+        response = FileResponse(handle, content_type="application/gzip")
+        response["X-Content-SHA256"] = archive.archive_sha256
+        return response

@@ -32,6 +32,7 @@ from ingest.engine import tool
 from ingest.engine.logparse import parse_log
 from ingest.models import Result
 from runners import verdicts
+from runners.inventory import hardware_problem
 from runners.models import Attempt, ReproductionJob
 
 log = logging.getLogger("podium.runners")
@@ -70,7 +71,7 @@ def _claim(attempt_id: int) -> Attempt | None:
             judgement=JUDGING, judging_started_at=now, judging_tries=F("judging_tries") + 1)
         if not claimed:
             return None
-        attempt = Attempt.objects.select_related("job__result__round").get(pk=attempt_id)
+        attempt = Attempt.objects.select_related("job__result__round", "runner").get(pk=attempt_id)
         audit_record(actor=WORKER, action="job.judging", subject=attempt.job,
                      before={"judgement": AWAITING.value},
                      after={"judgement": JUDGING.value, "attempt": attempt.number, "try": attempt.judging_tries})
@@ -182,14 +183,30 @@ def result_claims(result: Result) -> tuple[list[float], list[float]]:
 
 
 
+AGENT_NOTE = "[runner agent] "
+
+
+def _agent_note(attempt: Attempt) -> str:
+    """The agent's own last word on a failed attempt (a refused dataset, a missing config), if it gave one."""
+    notes = [line[len(AGENT_NOTE):] for line in attempt.output_tail.splitlines() if line.startswith(AGENT_NOTE)]
+    return notes[-1][:240] if notes else ""
+
+
 def _judge(job: ReproductionJob, attempt: Attempt) -> tuple[str, dict[str, Any], str]:
     if attempt.outcome == Attempt.Outcome.CANCELLED:
         return ReproductionJob.State.CANCELLED, {}, "cancelled on request"
+    hardware = hardware_problem(declared_model=attempt.runner.accelerator_model,
+                                declared_count=attempt.runner.accelerator_count, inventory_text=attempt.inventory)
+    # Enforced where it matters: a timing verdict, and submitted code (which is run only on trusted hosts).
+    if hardware and (job.implementation_id is not None or job.kind == ReproductionJob.Kind.TIMING):
+        return ReproductionJob.State.FAILED, {}, hardware
     if attempt.outcome == Attempt.Outcome.TIMEOUT:
         return ReproductionJob.State.FAILED, {}, f"the job ran past its time limit of {job.time_limit_seconds} s"
     if attempt.outcome != Attempt.Outcome.FINISHED or not attempt.log_path:
+        note = _agent_note(attempt)
         return ReproductionJob.State.FAILED, {"exit_code": attempt.exit_code}, \
-            "the job failed" + (f" (exit code {attempt.exit_code})" if attempt.exit_code is not None else "")
+            "the job failed" + (f" (exit code {attempt.exit_code})" if attempt.exit_code is not None else "") \
+            + (f": {note}" if note else "")
     if attempt.reported_log_sha256 and attempt.reported_log_sha256 != attempt.log_sha256:
         return (ReproductionJob.State.FAILED, {},
                 "the completion names another log than the one uploaded (sha256 differs)")

@@ -19,7 +19,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import Organization, PrefixedSecretToken, secret_digest
-from ingest.models import Result, Run
+from catalog.models import Round
+from ingest.models import Implementation, Result, Run
 
 
 class Runner(models.Model):
@@ -38,12 +39,27 @@ class Runner(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     disabled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Reported on each claim: the benchmarks whose dataset the host declares (benchmark → declared sha256),
+    # and whether its operator lets it run the code that submissions ship.
+    datasets = models.JSONField(default=dict, blank=True)
+    runs_implementations = models.BooleanField(default=False)
+    # Set by an operator, never by the runner: what it is trusted to time on. Timing jobs go only to
+    # runners approved for the job's accelerator and count (a CPU-only approval: model "cpu", count 0).
+    approved_accelerator_model = models.CharField(max_length=200, blank=True)
+    approved_accelerator_count = models.PositiveIntegerField(null=True, blank=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                    related_name="+")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_approved(self) -> bool:
+        return self.approved_at is not None
 
 
 class RunnerToken(PrefixedSecretToken):
@@ -88,7 +104,13 @@ class ReproductionJob(models.Model):
     result = models.ForeignKey(Result, on_delete=models.PROTECT, related_name="reproductions")
     run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="reproductions")
     kind = models.CharField(max_length=12, choices=Kind.choices)
-    module = models.CharField(max_length=200, help_text="What the agent runs (it must be on its allow-list)")
+    module = models.CharField(max_length=200, blank=True,
+                              help_text="An allow-listed module the agent runs; empty for an implementation's job")
+    implementation = models.ForeignKey(Implementation, on_delete=models.PROTECT, null=True, blank=True,
+                                       related_name="reproductions",
+                                       help_text="The shipped code run by its run_and_time.sh")
+    system_config = models.CharField(max_length=250, blank=True, help_text="config_<system>.sh it is run with")
+    scale = models.PositiveIntegerField(default=1, help_text="Nodes of the submitted system")
     config = models.JSONField(default=dict, help_text="Hyperparameters and seed handed to the module")
     accelerator_model = models.CharField(max_length=200, blank=True, help_text="Empty: any, CPU included")
     accelerator_count = models.PositiveIntegerField(default=0)
@@ -166,6 +188,7 @@ class Attempt(models.Model):
     judged_at = models.DateTimeField(null=True, blank=True)
     answer = models.JSONField(default=dict, blank=True,
                               help_text="The job's state and verdict as the agent reads them, once judged")
+    inventory = models.TextField(blank=True, help_text="The hardware inventory the agent reported (nvidia-smi -q)")
 
     class Meta:
         ordering = ["job", "number"]
@@ -187,3 +210,39 @@ class Attempt(models.Model):
 
     def lease_expired(self, now: datetime.datetime | None = None) -> bool:
         return self.lease_expires_at <= (now or timezone.now())
+
+
+class Dataset(models.Model):
+    """The dataset a benchmark's reproductions need, as an operator declared it: runners must hold a copy
+    with this checksum (runner_agent.datasets.tree_digest of the folder)."""
+
+    benchmark_key = models.CharField(max_length=200, unique=True)
+    sha256 = models.CharField(max_length=64)
+    description = models.CharField(max_length=300, blank=True)
+    declared_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    declared_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.benchmark_key} ({self.sha256[:12]}…)"
+
+
+class ReproductionSample(models.Model):
+    """A random sample of a round's results queued for reproduction (a TOP500-style spot check): which
+    results, drawn with which seed, so anyone can draw the same sample again."""
+
+    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="reproduction_samples")
+    seed = models.BigIntegerField()
+    size = models.PositiveIntegerField()
+    kind = models.CharField(max_length=12, choices=ReproductionJob.Kind.choices)
+    population = models.JSONField(default=list, help_text="The ids of the results it was drawn from, in order")
+    result_ids = models.JSONField(default=list)
+    job_ids = models.JSONField(default=list)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"sample of {self.size} from {self.round.slug} (seed {self.seed})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +18,8 @@ from accounts.models import Organization
 from accounts.services import audit_record
 from catalog.extensions import EXTENSIONS, extension
 from ingest import storage
-from ingest.models import Result
+from ingest.implementations import implementation_for
+from ingest.models import Implementation, Result
 from runners.judging import (
     REPRODUCED_HYPERPARAMETERS,
     judgement_enqueue,
@@ -27,9 +28,12 @@ from runners.judging import (
     result_claims,
 )
 from runners.matching import same_accelerator
-from runners.models import Attempt, ReproductionJob, Runner, RunnerToken
+from runners.models import Attempt, Dataset, ReproductionJob, Runner, RunnerToken
 
 LOG_TAIL_LINES = 200
+MAX_TIME_LIMIT_S = 7 * 24 * 3600
+MAX_ATTEMPTS = 10
+MAX_INVENTORY_CHARS = 200_000
 WORKER = "runner API"
 
 
@@ -87,6 +91,39 @@ def runner_set_enabled(*, runner: Runner, enabled: bool, actor: User) -> Runner:
 
 
 @transaction.atomic
+def runner_approve(*, runner: Runner, accelerator_model: str, accelerator_count: int, actor: User) -> Runner:
+    """An operator vouches for a runner's hardware: from now on it may take timing jobs for exactly this
+    accelerator model and count ("cpu" and 0 for a CPU-only host), while it reports that hardware."""
+    model = accelerator_model.strip()
+    if accelerator_count < 0 or not model or (accelerator_count == 0) != (model.lower() == "cpu"):
+        raise JobError("Approve a model and a count: 'cpu' with 0 accelerators, or a model with 1 or more.")
+    runner = Runner.objects.select_for_update().get(pk=runner.pk)
+    before = {"model": runner.approved_accelerator_model, "count": runner.approved_accelerator_count}
+    runner.approved_accelerator_model = "cpu" if accelerator_count == 0 else model[:200]
+    runner.approved_accelerator_count = accelerator_count
+    runner.approved_at, runner.approved_by = timezone.now(), actor
+    runner.save(update_fields=["approved_accelerator_model", "approved_accelerator_count", "approved_at",
+                               "approved_by"])
+    audit_record(actor=actor, action="runner.approve", subject=runner, before=before,
+                 after={"model": runner.approved_accelerator_model, "count": accelerator_count})
+    return runner
+
+
+@transaction.atomic
+def runner_unapprove(*, runner: Runner, actor: User) -> Runner:
+    runner = Runner.objects.select_for_update().get(pk=runner.pk)
+    if runner.approved_at is None:
+        return runner
+    before = {"model": runner.approved_accelerator_model, "count": runner.approved_accelerator_count}
+    runner.approved_accelerator_model, runner.approved_accelerator_count = "", None
+    runner.approved_at, runner.approved_by = None, None
+    runner.save(update_fields=["approved_accelerator_model", "approved_accelerator_count", "approved_at",
+                               "approved_by"])
+    audit_record(actor=actor, action="runner.unapprove", subject=runner, before=before, after={"approved": False})
+    return runner
+
+
+@transaction.atomic
 def runner_token_rotate(*, runner: Runner, actor: User) -> str:
     """Revoke every token of the runner and issue a new one (for a leaked token or a new host)."""
     for token in runner.tokens.filter(revoked_at__isnull=True):
@@ -94,18 +131,49 @@ def runner_token_rotate(*, runner: Runner, actor: User) -> str:
     return runner_token_issue(runner=runner, actor=actor)
 
 
+# --- datasets --------------------------------------------------------------------------------------
+
+@transaction.atomic
+def dataset_declare(*, benchmark_key: str, sha256: str, actor: User, description: str = "") -> Dataset:
+    """Declare (or change) the checksum every runner's copy of a benchmark's dataset must have."""
+    sha256 = sha256.strip().lower()
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise JobError("A dataset's checksum is a sha256: 64 hexadecimal digits.")
+    if not benchmark_key.strip() or len(benchmark_key) > 200:
+        raise JobError("Name the benchmark.")
+    existing = Dataset.objects.select_for_update().filter(benchmark_key=benchmark_key).first()
+    before = {"sha256": existing.sha256} if existing else {}
+    dataset, _ = Dataset.objects.update_or_create(
+        benchmark_key=benchmark_key,
+        defaults={"sha256": sha256, "description": description[:300], "declared_by": actor,
+                  "declared_at": timezone.now()})
+    audit_record(actor=actor, action="dataset.declare", subject=dataset, before=before,
+                 after={"benchmark": benchmark_key, "sha256": sha256})
+    return dataset
+
+
 # --- jobs ------------------------------------------------------------------------------------------
 
 @transaction.atomic
 def job_create(*, result: Result, kind: str, actor: User, run_position: int | None = None,
                time_limit_seconds: int = 600, max_attempts: int = 3) -> ReproductionJob:
-    """Queue a reproduction of a result (or of one of its runs) with the submission's hyperparameters."""
+    """Queue a reproduction of a result (or of one of its runs) with the submission's hyperparameters.
+
+    The job runs the implementation the result's submission shipped (its run_and_time.sh with the
+    system's config_<system>.sh); a benchmark Podium can run itself without one (catalog/extensions) runs
+    its allow-listed module instead."""
+    implementation = implementation_for(result)
     ext = extension(result.benchmark_key)
-    if ext is None:
+    if implementation is None and ext is None:
         supported = ", ".join(sorted(EXTENSIONS))
-        raise JobError(f"Podium has no runnable implementation of {result.benchmark_key!r} (it has: {supported}).")
+        raise JobError(f"Podium has no runnable implementation of {result.benchmark_key!r}: the submission ships "
+                       f"none with a config_{result.system_slug}.sh, and Podium has a module only for {supported}.")
     if kind not in dict(ReproductionJob.Kind.choices):
         raise JobError(f"Unknown kind {kind!r}.")
+    if not 1 <= time_limit_seconds <= MAX_TIME_LIMIT_S:
+        raise JobError(f"The time limit must be between 1 and {MAX_TIME_LIMIT_S} seconds.")
+    if not 1 <= max_attempts <= MAX_ATTEMPTS:
+        raise JobError(f"The attempts must be between 1 and {MAX_ATTEMPTS}.")
     runs = result.runs.order_by("position")
     run = runs.filter(position=run_position).first() if run_position is not None else runs.filter(counted=True).first()
     if run is None:
@@ -121,13 +189,17 @@ def job_create(*, result: Result, kind: str, actor: User, run_position: int | No
     })
     timing = kind == ReproductionJob.Kind.TIMING
     job = ReproductionJob.objects.create(
-        result=result, run=run, kind=kind, module=ext.module, config=config,
+        result=result, run=run, kind=kind, module="" if implementation else ext.module,  # type: ignore[union-attr]
+        implementation=implementation,
+        system_config=f"config_{result.system_slug}.sh" if implementation else "",
+        scale=result.host_count or 1, config=config,
         accelerator_model=result.accelerator_model if timing else "",
         accelerator_count=(result.accelerator_count or 0) if timing else 0,
         time_limit_seconds=time_limit_seconds, max_attempts=max_attempts, created_by=actor,
     )
     audit_record(actor=actor, action="job.create", subject=job,
-                 after={"result": result.pk, "kind": kind, "state": job.state})
+                 after={"result": result.pk, "kind": kind, "state": job.state,
+                        "implementation": implementation.pk if implementation else None})
     return job
 
 
@@ -176,12 +248,32 @@ class Report:
     cpus: int
     memory_gb: float | None
     software: dict[str, Any]
+    datasets: dict[str, str] = field(default_factory=dict)  # benchmark → the checksum the runner declares
+    runs_implementations: bool = False
+    inventory: str = ""
+
+
+def approved_for(runner: Runner, job: ReproductionJob) -> bool:
+    """Timing verdicts come only from runners an operator approved for the job's hardware, and only while
+    the runner reports the hardware it was approved for."""
+    if not runner.is_approved or runner.approved_accelerator_count != job.accelerator_count:
+        return False
+    if job.accelerator_count == 0:
+        return runner.approved_accelerator_model == "cpu" and runner.accelerator_count == 0
+    return (same_accelerator(job.accelerator_model, runner.approved_accelerator_model)
+            and same_accelerator(runner.approved_accelerator_model, runner.accelerator_model))
 
 
 def _fits(job: ReproductionJob, runner: Runner, free: tuple[int, ...]) -> bool:
     if job.accelerator_count > len(free):
         return False
+    # Submitted code runs only where the operator allows it, and only beside its dataset.
+    if job.implementation_id is not None and (
+            not runner.runs_implementations or job.result.benchmark_key not in (runner.datasets or {})):
+        return False
     if job.kind == ReproductionJob.Kind.TIMING:
+        if not approved_for(runner, job):
+            return False
         # Timing is only comparable on the same accelerators, as many as the system had; a CPU-only
         # system is timed on a CPU-only runner.
         if job.accelerator_count == 0:
@@ -219,11 +311,13 @@ def job_claim(*, runner: Runner, report: Report) -> tuple[ReproductionJob, Attem
         Runner.objects.filter(pk=runner.pk).update(
             accelerator_model=report.accelerator_model[:200], accelerator_count=report.accelerator_count,
             accelerator_memory_gb=report.accelerator_memory_gb, cpus=report.cpus, memory_gb=report.memory_gb,
-            software=report.software, last_seen_at=now)
+            software=report.software, last_seen_at=now, datasets=report.datasets,
+            runs_implementations=report.runs_implementations)
         runner.refresh_from_db()
         if runner.disabled_at is not None:
             return None
-        queued = (ReproductionJob.objects.select_for_update(skip_locked=True)
+        queued = (ReproductionJob.objects.select_for_update(skip_locked=True, of=("self",))
+                  .select_related("result")
                   .filter(state=ReproductionJob.State.QUEUED, cancel_requested=False,
                           accelerator_count__lte=len(report.free_indexes))
                   .filter(Q(deadline__isnull=True) | Q(deadline__gt=now))
@@ -239,7 +333,7 @@ def job_claim(*, runner: Runner, report: Report) -> tuple[ReproductionJob, Attem
         attempt = Attempt.objects.create(
             job=job, number=job.attempts.count() + 1, runner=runner, secret_hash=digest,
             accelerator_indexes=list(report.free_indexes[: job.accelerator_count]),
-            lease_expires_at=now + settings.PODIUM_RUNNER_LEASE,
+            lease_expires_at=now + settings.PODIUM_RUNNER_LEASE, inventory=report.inventory[:MAX_INVENTORY_CHARS],
         )
         job.state, job.current_attempt = ReproductionJob.State.LEASED, attempt
         job.save(update_fields=["state", "current_attempt"])
@@ -262,6 +356,32 @@ def _current(attempt_id: int, runner: Runner, secret: str, *, for_update: bool =
     if attempt.lease_expired():
         raise StaleAttempt("the lease of this attempt has expired; the job goes to another attempt")
     return attempt
+
+
+def job_code(job: ReproductionJob) -> dict[str, Any]:
+    """What a claim says about the code to run: an implementation (fetched by the attempt), or a module."""
+    implementation = job.implementation
+    if implementation is None:
+        return {}
+    dataset = Dataset.objects.filter(benchmark_key=implementation.benchmark_key).first()
+    return {
+        "benchmark": implementation.benchmark_key,
+        "implementation": {"id": implementation.pk, "path": implementation.path, "digest": implementation.digest,
+                           "archive_sha256": implementation.archive_sha256,
+                           "archive_bytes": implementation.archive_bytes, "system_config": job.system_config,
+                           "scale": job.scale},
+        "dataset": {"benchmark": implementation.benchmark_key, "sha256": dataset.sha256 if dataset else None},
+    }
+
+
+def attempt_implementation(*, attempt_id: int, runner: Runner, secret: str) -> Implementation:
+    """The implementation the current attempt runs (UnknownAttempt/StaleAttempt as for any report)."""
+    with transaction.atomic():
+        attempt = _current(attempt_id, runner, secret, for_update=False)
+    implementation = attempt.job.implementation
+    if implementation is None:
+        raise JobError("this job runs a module, not an implementation")
+    return implementation
 
 
 def attempt_heartbeat(*, attempt_id: int, runner: Runner, secret: str, progress: float | None,
@@ -407,7 +527,9 @@ def queue_estimate(job: ReproductionJob) -> dict[str, Any]:
     position = sum(1 for other in ahead if any(_fits(other, r, tuple(range(r.accelerator_count))) for r in runners)) + 1
     if not runners:
         return {"position": position, "start_seconds": None, "note": "no runner that fits this job has been seen"}
-    recent = list(Attempt.objects.filter(job__module=job.module, outcome=Attempt.Outcome.FINISHED,
+    # Jobs of the same benchmark and code path take alike: an implementation's jobs have no module name.
+    recent = list(Attempt.objects.filter(job__module=job.module, job__result__benchmark_key=job.result.benchmark_key,
+                                         outcome=Attempt.Outcome.FINISHED,
                                          elapsed_seconds__isnull=False).order_by("-completed_at")
                   .values_list("elapsed_seconds", flat=True)[:20])
     typical = sorted(recent)[len(recent) // 2] if recent else job.time_limit_seconds / 2

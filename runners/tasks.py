@@ -7,7 +7,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from runners import judging, services
+from runners import judging, sampling, services
 
 
 @shared_task(
@@ -28,5 +28,7 @@ def judge_attempt(self, attempt_id: int) -> str:
 
 @shared_task(acks_late=True)
 def sweep_leases() -> dict[str, list[int]]:
-    """Expired leases back to the queue; judgements the queue lost handed out again."""
-    return {"leases": services.attempts_sweep(), "judgements": judging.judgements_sweep()}
+    """Expired leases back to the queue; judgements the queue lost handed out again; the spot-check samples
+    of rounds whose submission deadline has passed drawn (once)."""
+    return {"leases": services.attempts_sweep(), "judgements": judging.judgements_sweep(),
+            "samples": sampling.samples_due()}

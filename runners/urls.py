@@ -10,8 +10,11 @@ urlpatterns = [
     path("operators/runners/new/", views.runner_create, name="runner_create"),
     path("operators/runners/<int:pk>/enabled/", views.runner_enable, name="runner_enable"),
     path("operators/runners/<int:pk>/token/", views.runner_rotate, name="runner_rotate"),
+    path("operators/runners/<int:pk>/approval/", views.runner_approve, name="runner_approve"),
     path("operators/jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("operators/jobs/<int:pk>/retry/", views.job_retry, name="job_retry"),
+    path("implementations/<int:pk>/", views.implementation_detail, name="implementation"),
+    path("implementations/<int:pk>/files/<path:path>", views.implementation_file, name="implementation_file"),
 ]
 
 agent_urlpatterns = [
@@ -20,9 +23,13 @@ agent_urlpatterns = [
     path("attempts/<int:attempt_id>/heartbeat", agent_api.HeartbeatApi.as_view(), name="heartbeat"),
     path("attempts/<int:attempt_id>/log", agent_api.LogApi.as_view(), name="log"),
     path("attempts/<int:attempt_id>/complete", agent_api.CompleteApi.as_view(), name="complete"),
+    path("attempts/<int:attempt_id>/implementation", agent_api.ImplementationDownloadApi.as_view(),
+         name="implementation"),
 ]
 
 api_urlpatterns = [
     path("reproductions/", api.ReproductionListApi.as_view(), name="reproduction-list"),
     path("reproductions/<int:pk>/", api.ReproductionDetailApi.as_view(), name="reproduction-detail"),
+    path("reproductions/<int:pk>/cancel/", api.ReproductionCancelApi.as_view(), name="reproduction-cancel"),
+    path("reproductions/<int:pk>/retry/", api.ReproductionRetryApi.as_view(), name="reproduction-retry"),
 ]

@@ -8,14 +8,16 @@ from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts.viewer import Visitor, signed_in, viewer_of
-from ingest.models import Result
+from ingest.implementations import implementation_file as implementation_file_read
+from ingest.implementations import implementation_for, implementation_results, is_text
+from ingest.models import Implementation, Result
 from ingest.visibility import visible_results
 from runners import services
 from runners.models import ReproductionJob, Runner
@@ -30,6 +32,7 @@ def result_panel(user: Visitor, result: Result) -> dict[str, Any]:
     return {
         "reproductions": result.reproductions.order_by("-created_at")[:10],
         "may_reproduce": may_request(user, result),
+        "implementation": implementation_for(result),
     }
 
 
@@ -52,12 +55,21 @@ def job_request(request: HttpRequest, result_pk: int) -> HttpResponse:
         raise PermissionDenied("Site operators and the round's chairs request reproductions.")
     try:
         job = services.job_create(result=result, kind=request.POST.get("kind", ReproductionJob.Kind.CONVERGENCE),
-                                  actor=signed_in(request))
+                                  actor=signed_in(request),
+                                  time_limit_seconds=_whole(request.POST.get("time_limit_seconds"), 600),
+                                  max_attempts=_whole(request.POST.get("max_attempts"), 3))
     except services.JobError as exc:
         messages.error(request, str(exc))
         return redirect(result)
     messages.success(request, f"Reproduction #{job.pk} queued.")
     return redirect(job)
+
+
+def _whole(text: str | None, default: int) -> int:
+    """A whole number from a form field; anything else is refused by job_create's range check (as 0)."""
+    if text is None or not text.strip():
+        return default
+    return int(text) if text.strip().isdigit() and len(text) < 10 else 0
 
 
 @staff_member_required
@@ -136,4 +148,54 @@ def runner_rotate(request: HttpRequest, pk: int) -> HttpResponse:
     runner = get_object_or_404(Runner, pk=pk)
     token = services.runner_token_rotate(runner=runner, actor=signed_in(request))
     request.session["new_runner_token"] = {"name": runner.name, "token": token}  # shown once, on the next page
+    return redirect("runners:operators")
+
+
+def _visible_implementation(request: HttpRequest, pk: int) -> Implementation:
+    """Under the embargo of the results it shipped with: whoever may see one of them may read the code."""
+    implementation = get_object_or_404(Implementation.objects.select_related("organization", "round"), pk=pk)
+    if not visible_results(request.user).filter(submission_id=implementation.submission_id).exists():
+        raise Http404("No such implementation.")
+    return implementation
+
+
+def implementation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    implementation = _visible_implementation(request, pk)
+    return render(request, "runners/implementation.html", {
+        "implementation": implementation,
+        "results": implementation_results(implementation),
+        "total_bytes": sum(f["size"] for f in implementation.files),
+    })
+
+
+def implementation_file(request: HttpRequest, pk: int, path: str) -> HttpResponse:
+    implementation = _visible_implementation(request, pk)
+    found = implementation_file_read(implementation, path)
+    if found is None:
+        raise Http404("No such file in this implementation.")
+    data, cut = found
+    text = data.decode("utf-8", "replace") if is_text(data) else None
+    return render(request, "runners/implementation_file.html", {
+        "implementation": implementation, "path": path, "text": text, "cut": cut,
+        "size": next(f["size"] for f in implementation.files if f["path"] == path),
+    })
+
+
+@staff_member_required
+@require_POST
+def runner_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """Approve the hardware the runner reports now (what the operator sees on the page), or withdraw it."""
+    runner = get_object_or_404(Runner, pk=pk)
+    if request.POST.get("revoke") == "1":
+        services.runner_unapprove(runner=runner, actor=signed_in(request))
+        messages.success(request, f"Runner {runner.name} no longer takes timing jobs.")
+        return redirect("runners:operators")
+    model = runner.accelerator_model if runner.accelerator_count else "cpu"
+    try:
+        services.runner_approve(runner=runner, accelerator_model=model, accelerator_count=runner.accelerator_count,
+                                actor=signed_in(request))
+    except services.JobError as exc:
+        messages.error(request, str(exc))
+        return redirect("runners:operators")
+    messages.success(request, f"Runner {runner.name} approved for timing on {runner.accelerator_count} × {model}.")
     return redirect("runners:operators")

@@ -274,9 +274,12 @@ def gone(pid: int, within_s: float = 2.0) -> bool:
     return False
 
 
-def write_fake_nvidia_smi(bin_dir: Path, output: str, status: int = 0) -> None:
+def write_fake_nvidia_smi(bin_dir: Path, output: str, status: int = 0, inventory: str = "") -> None:
+    """`nvidia-smi`: `output` for the query, `inventory` for `-q`; each call's arguments on a line of its own."""
     script = bin_dir / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\necho \"$@\" > {bin_dir / 'nvidia-smi.args'}\nprintf '{output}'\nexit {status}\n")
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {bin_dir / 'nvidia-smi.args'}\n"
+                      f"if [ \"$1\" = -q ]; then printf '{inventory}'; exit {status}; fi\n"
+                      f"printf '{output}'\nexit {status}\n")
     script.chmod(0o755)
 
 
@@ -726,14 +729,18 @@ def test_an_nvidia_smi_that_fails_means_cpus(job_host) -> None:
 
 
 def test_two_gpus_are_detected_and_the_job_sees_only_its_own(podium, clock, tmp_path, job_host) -> None:
-    write_fake_nvidia_smi(job_host, f"0, {H100}, 81559\\n1, {H100}, 81559\\n")
+    write_fake_nvidia_smi(job_host, f"0, {H100}, 81559\\n1, {H100}, 81559\\n",
+                          inventory=f"Attached GPUs : 2\\nGPU 0\\n    Product Name : {H100}\\nGPU 1\\n"
+                                    f"    Product Name : {H100}\\n")
     podium.script["claim"] = [claim_answer(indexes=(1,))]
 
     assert run_agent(podium.url, tmp_path, clock) == 0
 
-    assert (job_host / "nvidia-smi.args").read_text().split() == [
-        "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"]
+    assert sorted((job_host / "nvidia-smi.args").read_text().splitlines()) == [
+        "--query-gpu=index,name,memory.total --format=csv,noheader,nounits", "-q"]
     body = podium.requests[0].json()
+    # The inventory goes with each claim, as nvidia-smi -q printed it: Podium checks it against the labels.
+    assert body["inventory"].splitlines()[0] == "Attached GPUs : 2" and body["inventory"].count(H100) == 2
     assert body["accelerators"] == {"model": H100, "count": 2, "memory_gb": 79.6, "indexes": [0, 1]}
     assert body["free_indexes"] == [0, 1]
     assert "CUDA_VISIBLE_DEVICES=1" in podium.beat_lines()

@@ -19,10 +19,12 @@ from tests.people import token_for
 
 pytestmark = pytest.mark.django_db
 CPU = {"name": "cpu-box", "accelerators": {"model": "cpu", "count": 0, "memory_gb": None, "indexes": []},
-       "free_indexes": [], "cpus": 2, "memory_gb": 24.0, "software": {"python": "3.11"}}
+       "free_indexes": [], "cpus": 2, "memory_gb": 24.0, "software": {"python": "3.11"},
+       "inventory": "CPU inventory\nAttached GPUs : 0\n"}
 GPU8 = {"name": "gpu-box", "accelerators": {"model": "NVIDIA H100-SXM5-80GB", "count": 8, "memory_gb": 80.0,
                                             "indexes": list(range(8))},
-        "free_indexes": list(range(8)), "cpus": 16, "memory_gb": 128.0, "software": {}}
+        "free_indexes": list(range(8)), "cpus": 16, "memory_gb": 128.0, "software": {},
+        "inventory": "Attached GPUs : 8\n" + "GPU 0\n    Product Name : NVIDIA H100 80GB HBM3\n" * 8}
 
 
 @pytest.fixture
@@ -42,8 +44,12 @@ def _result(accelerators: int = 8, model: str = "NVIDIA H100-SXM5-80GB") -> Resu
     return result
 
 
-def _agent(operator, name: str = "runner-1") -> tuple[APIClient, object]:
+def _agent(operator, name: str = "runner-1", approve: tuple[str, int] | None = None) -> tuple[APIClient, object]:
+    """A runner and its API client; `approve` (model, count): the hardware an operator approved it for."""
     runner, token = services.runner_create(name=name, actor=operator)
+    if approve is not None:
+        services.runner_approve(runner=runner, accelerator_model=approve[0], accelerator_count=approve[1],
+                                actor=operator)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client, runner
@@ -88,13 +94,13 @@ def test_a_claim_leases_a_job_the_runner_can_serve(operator) -> None:
 
 def test_timing_jobs_go_only_to_a_runner_like_the_system(operator) -> None:
     services.job_create(result=_result(accelerators=8), kind=ReproductionJob.Kind.TIMING, actor=operator)
-    cpu, _ = _agent(operator, "cpu")
+    cpu, _ = _agent(operator, "cpu", approve=("cpu", 0))
     assert _claim(cpu, CPU) is None
     small = dict(GPU8, accelerators={**GPU8["accelerators"], "count": 4, "indexes": [0, 1, 2, 3]},
                  free_indexes=[0, 1, 2, 3])
-    four, _ = _agent(operator, "four")
+    four, _ = _agent(operator, "four", approve=("NVIDIA H100 80GB HBM3", 4))
     assert _claim(four, small) is None
-    gpu, _ = _agent(operator, "eight")
+    gpu, _ = _agent(operator, "eight", approve=("NVIDIA H100 80GB HBM3", 8))
     claim = _claim(gpu, GPU8)
     assert claim is not None and claim["assignment"]["accelerator_indexes"] == list(range(8))
 

@@ -128,12 +128,12 @@ def test_a_fault_that_does_not_pass_fails_the_job_as_the_platform_s_after_the_la
 def test_the_sweeper_hands_out_a_judgement_whose_message_was_lost(completed,
                                                                   django_capture_on_commit_callbacks) -> None:
     job, _, _, attempt = completed
-    assert tasks.sweep_leases() == {"leases": [], "judgements": []}  # not overdue yet
+    assert tasks.sweep_leases() == {"leases": [], "judgements": [], "samples": []}  # not overdue yet
     Attempt.objects.filter(pk=attempt.pk).update(
         judgement_queued_at=timezone.now() - settings.PODIUM_REQUEUE_AFTER - datetime.timedelta(seconds=1))
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert tasks.sweep_leases() == {"leases": [], "judgements": [attempt.pk]}
+        assert tasks.sweep_leases() == {"leases": [], "judgements": [attempt.pk], "samples": []}
 
     job.refresh_from_db()
     assert job.state == ReproductionJob.State.FAILED and _verdicts(job) == 1

@@ -105,7 +105,7 @@ def test_a_claim_puts_expired_leases_back_without_celery_beat(operator) -> None:
 def test_nvidia_smi_names_meet_mlperf_names_for_timing(operator) -> None:
     job = services.job_create(result=_result(), kind=ReproductionJob.Kind.TIMING, actor=operator)  # H100-SXM5-80GB
     smi = {**GPU8, "accelerators": {**GPU8["accelerators"], "model": "NVIDIA H100 80GB HBM3"}}
-    client, _ = _agent(operator)
+    client, _ = _agent(operator, approve=("NVIDIA H100 80GB HBM3", 8))
     assert _claim(client, smi)["job"]["id"] == job.pk
 
 

@@ -71,7 +71,7 @@ def test_cancel_goes_back_only_to_a_page_of_this_site(operator, web) -> None:
 def test_the_job_page_shows_why_an_attempt_failed(operator, web) -> None:
     job = services.job_create(result=_result(accelerators=0, model=""), kind=ReproductionJob.Kind.TIMING,
                               actor=operator)
-    client, _ = _agent(operator)
+    client, _ = _agent(operator, approve=("cpu", 0))
     _complete(client, _claim(client, CPU), exit_code=1, output_tail="Traceback\nRuntimeError: CUDA out of memory")
     page = web.get(job.get_absolute_url()).content.decode()
     assert "RuntimeError: CUDA out of memory" in page
@@ -83,3 +83,36 @@ def test_create_runner_names_a_missing_creator(operator) -> None:
     with pytest.raises(CommandError, match="no user 'nobody'"):
         call_command("create_runner", "r1", "--by", "nobody")
     assert not Runner.objects.filter(name="r1").exists()
+
+
+def test_an_operator_approves_what_a_runner_reports_and_withdraws_it(operator, web) -> None:
+    client, runner = _agent(operator, "box")
+    _claim(client, CPU)  # seen: it reported a CPU-only host
+    page = web.get("/operators/runners/").content.decode()
+    assert "Approve CPU only" in page
+    assert web.post(f"/operators/runners/{runner.pk}/approval/").status_code == 302
+    runner.refresh_from_db()
+    assert (runner.approved_accelerator_model, runner.approved_accelerator_count) == ("cpu", 0)
+    assert "0 × cpu" in web.get("/operators/runners/").content.decode()
+    web.post(f"/operators/runners/{runner.pk}/approval/", {"revoke": "1"})
+    runner.refresh_from_db()
+    assert runner.approved_at is None
+    assert Client().post(f"/operators/runners/{runner.pk}/approval/").status_code == 302  # to the admin login
+    runner.refresh_from_db()
+    assert runner.approved_at is None
+
+
+@pytest.mark.parametrize(("limit", "attempts", "made"), [
+    ("120", "2", (120, 2)), ("", "", (600, 3)), ("0", "3", None), ("-5", "3", None), ("9" * 30, "3", None),
+    ("60", "11", None), ("sixty", "3", None),
+])
+def test_the_result_page_form_takes_a_time_limit_and_attempts(operator, web, limit, attempts, made) -> None:
+    result = _result(accelerators=0, model="")
+    response = web.post(f"/results/{result.pk}/reproduce/", {"kind": "convergence", "time_limit_seconds": limit,
+                                                            "max_attempts": attempts})
+    assert response.status_code == 302
+    job = ReproductionJob.objects.filter(result=result).first()
+    if made is None:
+        assert job is None and response["Location"] == result.get_absolute_url()
+    else:
+        assert job is not None and (job.time_limit_seconds, job.max_attempts) == made

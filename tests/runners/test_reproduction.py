@@ -91,7 +91,9 @@ def test_an_agent_reproduces_a_result_and_a_far_off_claim_is_a_mismatch(setup, s
     assert claimed.score == pytest.approx(CLAIMED_MS / 60_000)  # what the logs claim, not a measured time
     converge = services.job_create(result=honest, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
     timing = services.job_create(result=claimed, kind=ReproductionJob.Kind.TIMING, actor=operator)
-    _, token = services.runner_create(name="cpu-runner", actor=operator)
+    runner, token = services.runner_create(name="cpu-runner", actor=operator)
+    # Timing verdicts come only from hardware an operator vouched for: this runner, CPU-only.
+    services.runner_approve(runner=runner, accelerator_model="cpu", accelerator_count=0, actor=operator)
     agent = start_agent(token, "cpu-runner")
 
     def both_done() -> bool:
@@ -181,6 +183,11 @@ def test_the_agent_rides_out_a_server_restart(setup, server, start_agent) -> Non
                               actor=operator)
     ReproductionJob.objects.filter(pk=job.pk).update(module="tests.runner_fixtures.slow_job",
                                                     config={**job.config, "sleep_seconds": 4})
+    # A lease far longer than any restart, however loaded the machine: what is tested is that the agent
+    # rides out an outage shorter than its lease, not how fast Django starts (a restart took 9 s once).
+    server.stop()
+    server.env["PODIUM_RUNNER_LEASE"] = "300"
+    server.start()
     _, token = services.runner_create(name="patient", actor=operator)
     agent = start_agent(token, "patient", "--once")
     _wait(lambda: ReproductionJob.objects.get(pk=job.pk).state == ReproductionJob.State.RUNNING, "the job to run")

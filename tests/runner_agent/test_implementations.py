@@ -1,0 +1,86 @@
+"""The agent's side of implementation jobs against the scripted fake server: it refuses submitted code
+unless its operator allowed it, refuses a benchmark whose dataset it lacks or whose copy changed, and
+tells the server which datasets it holds and whether it runs submitted code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner_agent.cli import main
+from runner_agent.datasets import DatasetError, parse_declaration, tree_digest
+from tests.runner_agent.test_agent import FAST, claim_answer, completion, run_agent
+
+SHA = "a" * 64
+
+
+def _implementation_claim() -> object:
+    answer = claim_answer(module="")
+    answer.body["job"].update({
+        "benchmark": "podium_digits",
+        "implementation": {"id": 3, "path": "benchmarks/podium_digits/implementations/pytorch", "digest": SHA,
+                           "archive_sha256": SHA, "system_config": "config_cpu-box.sh", "scale": 1},
+        "dataset": {"benchmark": "podium_digits", "sha256": None}})
+    return answer
+
+
+def _dataset(tmp_path: Path) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "digits.csv").write_text("0,1,2\n")
+    return folder
+
+
+def test_submitted_code_is_refused_without_run_implementations(podium, clock, tmp_path) -> None:
+    podium.script["claim"] = [_implementation_claim()]
+    assert run_agent(podium.url, tmp_path, clock) == 0
+    done = completion(podium)
+    assert done["outcome"] == "failed" and "does not run submitted implementations" in done["output_tail"]
+    claim = podium.of("claim")[0].json()
+    assert claim["runs_implementations"] is False and claim["datasets"] == {}
+    assert not podium.of("implementation")  # nothing of the code was fetched
+
+
+def test_a_changed_dataset_fails_the_attempt_before_any_code_is_fetched(podium, clock, tmp_path) -> None:
+    folder = _dataset(tmp_path)
+    declared = tree_digest(folder)
+    (folder / "digits.csv").write_text("tampered\n")
+    podium.script["claim"] = [_implementation_claim()]
+    assert run_agent(podium.url, tmp_path, clock, "--run-implementations", "--dataset",
+                     f"podium_digits={folder},sha256={declared}") == 0
+    done = completion(podium)
+    assert done["outcome"] == "failed"
+    assert f"dataset checksum mismatch for podium_digits: {folder.resolve()} has sha256 " in done["output_tail"]
+    assert f"this runner declares {declared}" in done["output_tail"]
+    assert podium.of("claim")[0].json()["datasets"] == {"podium_digits": declared}
+
+
+def test_a_benchmark_without_a_dataset_here_is_refused(podium, clock, tmp_path) -> None:
+    podium.script["claim"] = [_implementation_claim()]
+    assert run_agent(podium.url, tmp_path, clock, "--run-implementations", "--dataset",
+                     f"bert={_dataset(tmp_path)}") == 0
+    assert "this runner holds no dataset for podium_digits" in completion(podium)["output_tail"]
+
+
+def test_a_declared_dataset_that_is_not_there_stops_the_agent_at_once(podium, tmp_path) -> None:
+    assert main(["--server", podium.url, "--token", "prn_x", "--work-dir", str(tmp_path / "w"),
+                 "--dataset", f"podium_digits={tmp_path / 'missing'}", "--once"], timing=FAST) == 2
+    assert not podium.requests
+
+
+@pytest.mark.parametrize("text", ["podium_digits", "=/data", "podium_digits=", "x=/d,sha256=abc",
+                                  "../x=/data"])
+def test_bad_dataset_declarations_are_refused(text) -> None:
+    with pytest.raises(DatasetError):
+        parse_declaration(text)
+
+
+def test_a_dataset_checksum_ignores_times_and_follows_no_link(tmp_path) -> None:
+    folder = _dataset(tmp_path)
+    first = tree_digest(folder)
+    (folder / "digits.csv").touch()
+    assert tree_digest(folder) == first
+    (tmp_path / "outside.txt").write_text("not the dataset's")
+    (folder / "link").symlink_to(tmp_path / "outside.txt")
+    assert tree_digest(folder) == first
