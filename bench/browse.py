@@ -1,44 +1,340 @@
-"""Browsing speed with 20,000 results: the table page and /api/v1/results/ under 16 concurrent clients.
+"""Browsing speed at 20,000 and 200,000 results, cached and uncached, against Datasette on the same rows.
 
-Generates 20,000 current results across 10 published rounds (fictional organizations and systems,
-every denormalized column filled as the importer fills it), serves them with gunicorn, and loads
-each URL with wrk (16 connections, 2 threads) for a fixed time. Prints median and p95 latency and
-requests per second per URL, and the SQL queries per request measured in-process on a cold cache
-for a small and a large view (they must be equal: no N+1). Targets on 2 cores: results list p95
-< 100 ms, table page < 200 ms.
+For each size (default 20,000 then 200,000 results in 10 published rounds, a tenth of them in the newest
+round) the script creates its own database, migrates it, fills it with bulk inserts (COPY on PostgreSQL),
+serves it with gunicorn (--workers, --threads), and measures each URL with --clients concurrent keep-alive
+clients for --seconds (at least 3 requests each), twice:
 
-    .venv/bin/python bench/browse.py [--results 20000] [--rounds 10] [--seconds 10] [--database-url URL]
+- cached: anonymous, after a warm-up that fills every worker's cache (what a repeat visitor gets);
+- uncached: signed in with a session cookie of an organization member, which no page cache serves
+  (what every submitter, reviewer and chair pays, and the first visitor after any change).
+
+URLs: the newest round's table page, /api/v1/results/ filtered and ordered (a page of 100), the round's CSV
+export, and every chart endpoint. Then it exports the same result rows to SQLite with the indexes Result
+declares, serves them with Datasette (from the `bench` extra: a venv of its own, never imported by Podium)
+and measures the same filtered, ordered page of 100 through Datasette's JSON API, right after Podium's.
+
+Printed: median and p95 per URL, with the 1-minute load average beside every figure; Podium/Datasette for
+the API page (goal <= 0.5x); the growth from the smallest to the largest size per URL (goal <= 1.5x); the
+RSS of the gunicorn workers after each size; the SQL queries per request (cold cache) per URL. Databases
+and servers it made are dropped and killed on exit, also on Ctrl-C.
+
+    .venv/bin/python bench/browse.py [--sizes 20000,200000] [--database-url postgres://postgres@127.0.0.1:5432/podium_bench]
+        [--seconds 10] [--workers 2] [--threads 4] [--clients 1] [--cache-url redis://...]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import http.client
+import json
 import os
 import random
-import shutil
+import signal
 import socket
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.request
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-WRK_SCRIPT = """
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT p50_ms=%.2f p95_ms=%.2f p99_ms=%.2f rps=%.1f requests=%d errors=%d\\n",
-    latency:percentile(50) / 1000, latency:percentile(95) / 1000, latency:percentile(99) / 1000,
-    summary.requests / (summary.duration / 1e6), summary.requests,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status +
-    summary.errors.timeout))
-end
-"""
-FILTERED = "/api/v1/results/?benchmark=resnet&division=closed&ordering=score"
+ROUNDS = 10
 BENCHMARKS = ["resnet", "ssd", "bert", "gpt3", "dlrm_dcnv2", "stable_diffusion", "llama2_70b_lora", "gnn"]
+ORGANIZATIONS = 60
+DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/podium_bench"
+FORBIDDEN_NAMES = {"podium", "test_podium", "postgres", "template0", "template1"}
+API_QUERY = "benchmark=resnet&division=closed&ordering=score&page_size=100"
+DATASETTE_QUERY = "benchmark_key=resnet&division=closed&is_current=1&_sort=score&_size=100"
+MIN_REQUESTS = 3
+DATASETTE_VENV = Path.home() / ".cache" / "podium-bench" / "datasette-venv"
 
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
+def load_triple() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# --- databases -------------------------------------------------------------------------------------------
+
+@dataclass
+class Database:
+    url: str
+
+    @property
+    def postgres(self) -> bool:
+        return self.url.startswith(("postgres://", "postgresql://"))
+
+    @property
+    def name(self) -> str:
+        """The PostgreSQL database's name, or the SQLite file's path."""
+        return urlsplit(self.url).path.lstrip("/") if self.postgres else self.url.removeprefix("sqlite:///")
+
+    def admin_url(self) -> str:
+        parts = urlsplit(self.url)
+        return urlunsplit((parts.scheme, parts.netloc, "/postgres", parts.query, ""))
+
+    def recreate(self) -> None:
+        if not self.postgres:
+            Path(self.name).unlink(missing_ok=True)
+            return
+        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', f'CREATE DATABASE "{self.name}"')
+
+    @property
+    def template(self) -> str:
+        return f"{self.name}_migrated"
+
+    def keep_as_template(self) -> None:
+        """After the first migrate: later sizes copy the migrated, empty database instead of migrating."""
+        if self.postgres:
+            self._admin(f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)',
+                        f'CREATE DATABASE "{self.template}" TEMPLATE "{self.name}"')
+
+    def from_template(self) -> bool:
+        if not self.postgres:
+            return False
+        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)',
+                    f'CREATE DATABASE "{self.name}" TEMPLATE "{self.template}"')
+        return True
+
+    def drop(self) -> None:
+        if self.postgres:
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)',
+                        f'DROP DATABASE IF EXISTS "{self.template}" WITH (FORCE)')
+        else:
+            Path(self.name).unlink(missing_ok=True)
+
+    def _admin(self, *statements: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url(), autocommit=True) as connection:
+            for statement in statements:
+                connection.execute(statement)
+
+
+# --- data ------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def bulk_loading(*models: Any) -> Iterator[None]:
+    """On PostgreSQL: the tables' secondary indexes dropped while loading and built again after (one sort
+    each instead of 200,000 insertions), and foreign-key triggers off (the rows are consistent by
+    construction). The same indexes come back, by their own definitions."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        yield
+        return
+    tables = [model._meta.db_table for model in models]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY(%s) AND indexname NOT IN "
+                       "(SELECT conname FROM pg_constraint)", [tables])
+        indexes = cursor.fetchall()
+        for name, _ in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
+        cursor.execute("SET session_replication_role = replica")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET session_replication_role = DEFAULT")
+            for _, definition in indexes:
+                cursor.execute(definition)
+
+
+def insert(model: Any, rows: list[dict[str, Any]]) -> None:
+    """Rows given by attname, ids included; every other column gets the field's default. COPY on
+    PostgreSQL (200,000 results in seconds), big bulk_create batches elsewhere."""
+    from django.db import connection
+
+    fields = [f for f in model._meta.concrete_fields]
+    defaults = {f.attname: f.get_default() for f in fields}
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create([model(**{**defaults, **row}) for row in rows], batch_size=5000)
+        return
+    from psycopg.types.json import Jsonb
+
+    columns = [f.attname for f in fields]
+    json_columns = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    names = ", ".join(f'"{f.column}"' for f in fields)
+    with connection.cursor() as cursor, cursor.copy(f'COPY "{model._meta.db_table}" ({names}) FROM STDIN') as copy:
+        for row in rows:
+            values = {**defaults, **row}
+            copy.write_row([Jsonb(values[c]) if c in json_columns else values[c] for c in columns])
+    with connection.cursor() as cursor:
+        table, pk = model._meta.db_table, model._meta.pk.column
+        cursor.execute(f"SELECT setval(pg_get_serial_sequence('\"{table}\"', '{pk}'), "
+                       f"(SELECT MAX(\"{pk}\") FROM \"{table}\"))")
+
+
+@dataclass
+class Made:
+    results: int
+    newest: str
+    newest_results: int
+    shown_result: int
+    cookie: str
+    seconds: float
+
+
+def generate(total: int, seed: int = 7) -> Made:
+    """`total` current, verified results in ROUNDS published rounds; every denormalized column filled as the
+    importer fills it. One result gets runs with evaluation curves (the per-result charts)."""
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.db import transaction
+    from django.utils import timezone
+
+    from accounts.models import Membership, Organization
+    from accounts.services import membership_add
+    from catalog.models import Benchmark, Round
+    from ingest.metrics import derived
+    from ingest.models import Result, Run, Submission, System
+
+    started = time.perf_counter()
+    rng = random.Random(seed)
+    now = timezone.now()
+    per_round = total // ROUNDS
+    systems_per_round = max(1, per_round // len(BENCHMARKS))
+    has_publication_copy = any(f.name == "round_publication_date" for f in Result._meta.concrete_fields)
+    with transaction.atomic():
+        orgs = Organization.objects.bulk_create(
+            [Organization(name=f"Org {i:03d}", slug=f"org-{i:03d}") for i in range(ORGANIZATIONS)])
+        system_id = result_id = 0
+        newest = ""
+        # Indexes are built once at the end, foreign keys not checked row by row (bulk_loading).
+        with bulk_loading(System, Result):
+            for r in range(ROUNDS):
+                round_ = Round.objects.create(slug=f"bench-r{r:02d}", name=f"Bench round {r}", ruleset=f"4.{r}.0",
+                                              publication_date=now - datetime.timedelta(days=30 * (ROUNDS - r)))
+                newest = round_.slug
+                Benchmark.objects.bulk_create([Benchmark(round=round_, key=key, name=key.upper(), required_runs=10,
+                                                         position=i, model=f"{key} model", dataset="data",
+                                                         quality_target=0.75) for i, key in enumerate(BENCHMARKS)])
+                benchmarks = {b.key: b.pk for b in round_.benchmarks.all()}
+                submissions = Submission.objects.bulk_create([
+                    Submission(organization=org, round=round_, source=Submission.Source.IMPORT,
+                               sha256=f"{r:02d}{org.pk:062d}", state=Submission.State.VERIFIED) for org in orgs])
+                submission_of = {s.organization_id: s.pk for s in submissions}
+                systems, results = [], []
+                for s in range(systems_per_round):
+                    system_id += 1
+                    org = orgs[s % len(orgs)]
+                    nodes, per_node = rng.choice([1, 1, 2, 4, 8, 16, 32, 64]), rng.choice([4, 8])
+                    system = {
+                        "id": system_id, "round_id": round_.pk, "organization_id": org.pk,
+                        "slug": f"sys-{r:02d}-{s:05d}",
+                        "name": f"System {r}-{s}", "description_sha256": f"{system_id:064d}", "description_valid": True,
+                        "description": {"system_name": f"System {r}-{s}", "number_of_nodes": str(nodes)},
+                        "division": rng.choice(["closed", "closed", "closed", "open"]),
+                        "status": "Available on-premise", "availability": "Available on-premise",
+                        "category": rng.choice(["available", "available", "preview", "research"]),
+                        "system_type": rng.choice(["on_premises", "cloud"]), "number_of_nodes": nodes,
+                        "accelerators_per_node": per_node, "accelerator_count": nodes * per_node,
+                        "host_processors_per_node": 2, "host_processor_count": 2 * nodes,
+                        "accelerator_model_name": rng.choice(["Fictional X100", "Fictional X200", "Imaginary Z9"]),
+                        "framework": rng.choice(["PyTorch 2.3", "JAX 0.4", "MXNet 1.9"]), "created_at": now,
+                    }
+                    systems.append(system)
+                    for key in BENCHMARKS:
+                        result_id += 1
+                        score = rng.uniform(1, 300) / max(1, system["accelerator_count"]) ** 0.5
+                        figures = derived(score=score, accelerators=system["accelerator_count"], hosts=nodes,
+                                          host_processors=2 * nodes, host_memory_gb=512.0 * nodes, energy_j=None,
+                                          price=None)
+                        row = {
+                            "id": result_id, "submission_id": submission_of[org.pk], "round_id": round_.pk,
+                            "organization_id": org.pk, "system_id": system_id, "benchmark_id": benchmarks[key],
+                            "system_slug": system["slug"], "benchmark_key": key, "digest": f"{result_id:064d}",
+                            "division": system["division"], "runs_count": 10, "runs_required": 10, "runs_compliant": 10,
+                            "olympic_k": 1, "raw_score": score, "scaling_factor": 1.0, "score": score,
+                            "verdict": "verified", "tool_version": "4.1.68", "submitter": org.name,
+                            "system_name": system["name"], "accelerator_model": system["accelerator_model_name"],
+                            "framework": system["framework"], "category": system["category"],
+                            "system_type": system["system_type"], "accelerator_count": system["accelerator_count"],
+                            "host_count": nodes, "host_processor_count": 2 * nodes, "host_memory_gb": 512.0 * nodes,
+                            "accelerator_minutes": figures.accelerator_minutes, "host_minutes": figures.host_minutes,
+                            "cloud_scale": figures.cloud_scale, "cloud_scale_minutes": figures.cloud_scale_minutes,
+                            "runs_cv": rng.uniform(0.005, 0.05), "is_current": True, "created_at": now,
+                        }
+                        if has_publication_copy:
+                            row["round_publication_date"] = round_.publication_date
+                        results.append(row)
+                insert(System, systems)
+                insert(Result, results)
+        shown = (Result.objects.filter(round__slug=newest, benchmark_key="resnet", division="closed")
+                 .order_by("pk").values_list("pk", flat=True).first())
+        assert shown is not None
+        Run.objects.bulk_create([
+            Run(result_id=shown, position=p, file=f"org/results/sys/resnet/result_{p}.txt", sha256="0" * 64,
+                byte_count=1000, line_count=100, time_to_train_min=20.0 + p, status="success", compliant=True,
+                counted=0 < p < 4, dropped="" if 0 < p < 4 else ("fastest" if p == 0 else "slowest"),
+                eval_curve=[{"epoch": e, "minutes": e * 1.5, "value": 0.5 + e * 0.01} for e in range(40)])
+            for p in range(5)])
+        user = get_user_model().objects.create_user("bench-member")  # no password: the session signs it in
+        membership_add(user=user, organization=orgs[1], role=Membership.Role.SUBMITTER)
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return Made(results=result_id, newest=newest, newest_results=systems_per_round * len(BENCHMARKS),
+                shown_result=shown, cookie=f"{settings.SESSION_COOKIE_NAME}={session.session_key}",
+                seconds=time.perf_counter() - started)
+
+
+def urls(made: Made) -> dict[str, str]:
+    chart = f"/rounds/{made.newest}/charts"
+    query = "benchmark=resnet&division=closed"
+    return {
+        "round table page": f"/rounds/{made.newest}/",
+        "results API, filtered, ordered, 100": f"/api/v1/results/?{API_QUERY}",
+        "round CSV export": f"/rounds/{made.newest}/export.csv",
+        "chart: scale": f"{chart}/scale.json?{query}",
+        "chart: scaling": f"{chart}/scaling.json?{query}",
+        "chart: spread": f"{chart}/spread.json?{query}",
+        "chart: history": "/benchmarks/resnet/history.json?division=closed&scale=8",
+        "chart: convergence": f"/results/{made.shown_result}/convergence.json",
+        "chart: run times": f"/results/{made.shown_result}/runs.json",
+    }
+
+
+def queries_per_request(paths: dict[str, str], cookie: str) -> dict[str, tuple[int, int]]:
+    """SQL queries of one request on a cold cache, (anonymous, signed in), measured in this process."""
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {}
+    for name, path in paths.items():
+        found = []
+        for client in (Client(), Client(HTTP_COOKIE=cookie)):
+            cache.clear()
+            with CaptureQueriesContext(connection) as captured:
+                response = client.get(path)
+            assert response.status_code == 200, (path, response.status_code)
+            found.append(len(captured.captured_queries))
+        counts[name] = (found[0], found[1])
+    return counts
+
+
+# --- servers ---------------------------------------------------------------------------------------------
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -46,272 +342,360 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def generate(results: int, rounds: int, seed: int = 7) -> dict[str, object]:
-    """Insert the data set with bulk writes; returns what the URLs need (a big and a small round)."""
-    import datetime
+class Server:
+    """A server in its own process group, killed (the whole group) on stop."""
 
-    from django.utils import timezone
+    running: list[Server] = []
 
-    from accounts.models import Organization
-    from catalog.models import Benchmark, Round
-    from ingest.metrics import derived
-    from ingest.models import Result, Submission, System
+    def __init__(self, command: list[str], port: int, health: str, log: Path, env: dict[str, str]) -> None:
+        self.port, self.log = port, log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        Server.running.append(self)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                status, _ = fetch(port, health, "", timeout=5)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit(f"server did not start: {' '.join(command)}\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
 
-    rng = random.Random(seed)
-    now = timezone.now()
-    per_round = results // rounds
-    systems_per_round = per_round // len(BENCHMARKS)
-    orgs = Organization.objects.bulk_create([Organization(name=f"Org {i:03d}", slug=f"org-{i:03d}") for i in range(60)])
-    made = {"rounds": [], "results": 0}
-    for r in range(rounds):
-        round_ = Round.objects.create(
-            slug=f"bench-r{r:02d}",
-            name=f"Bench round {r}",
-            ruleset="4.0.0",
-            publication_date=now - datetime.timedelta(days=30 * (rounds - r)),
-        )
-        Benchmark.objects.bulk_create(
-            [
-                Benchmark(round=round_, key=key, name=key.upper(), required_runs=10, position=i)
-                for i, key in enumerate(BENCHMARKS)
-            ]
-        )
-        benchmarks = {b.key: b for b in round_.benchmarks.all()}
-        systems = []
-        for s in range(systems_per_round):
-            nodes = rng.choice([1, 1, 2, 4, 8, 16, 32, 64])
-            per_node = rng.choice([4, 8])
-            systems.append(
-                System(
-                    round=round_,
-                    organization=orgs[s % len(orgs)],
-                    slug=f"sys-{r:02d}-{s:04d}",
-                    name=f"System {r}-{s}",
-                    description={"system_name": f"System {r}-{s}", "number_of_nodes": str(nodes)},
-                    description_sha256=f"{r:02d}{s:062d}",
-                    description_valid=True,
-                    division=rng.choice(["closed", "closed", "closed", "open"]),
-                    status="Available on-premise",
-                    availability="Available on-premise",
-                    category=rng.choice(["available", "available", "preview", "research"]),
-                    system_type=rng.choice(["on_premises", "cloud"]),
-                    number_of_nodes=nodes,
-                    accelerators_per_node=per_node,
-                    accelerator_count=nodes * per_node,
-                    host_processors_per_node=2,
-                    host_processor_count=2 * nodes,
-                    accelerator_model_name=rng.choice(["Fictional X100", "Fictional X200", "Imaginary Z9"]),
-                    framework=rng.choice(["PyTorch 2.3", "JAX 0.4", "MXNet 1.9"]),
-                )
-            )
-        systems = System.objects.bulk_create(systems)
-        submissions = {
-            org.pk: Submission(
-                organization=org,
-                round=round_,
-                source=Submission.Source.IMPORT,
-                sha256=f"{r:02d}{org.pk:062d}",
-                state=Submission.State.VERIFIED,
-            )
-            for org in orgs
-        }
-        Submission.objects.bulk_create(submissions.values())
-        rows = []
-        for system in systems:
-            for key in BENCHMARKS:
-                score = rng.uniform(1, 300) / max(1, system.accelerator_count) ** 0.5
-                figures = derived(
-                    score=score,
-                    accelerators=system.accelerator_count,
-                    hosts=system.number_of_nodes,
-                    host_processors=system.host_processor_count,
-                    host_memory_gb=512.0 * system.number_of_nodes,
-                    energy_j=None,
-                    price=None,
-                )
-                rows.append(
-                    Result(
-                        submission=submissions[system.organization_id],
-                        round=round_,
-                        organization_id=system.organization_id,
-                        system=system,
-                        benchmark=benchmarks[key],
-                        system_slug=system.slug,
-                        benchmark_key=key,
-                        digest=f"{system.pk:032d}{key:>32}"[:64],
-                        division=system.division,
-                        runs_count=10,
-                        runs_required=10,
-                        runs_compliant=10,
-                        olympic_k=1,
-                        raw_score=score,
-                        scaling_factor=1.0,
-                        score=score,
-                        verdict="verified",
-                        tool_version="4.1.68",
-                        submitter=f"Org {system.organization_id}",
-                        system_name=system.name,
-                        accelerator_model=system.accelerator_model_name,
-                        framework=system.framework,
-                        category=system.category,
-                        system_type=system.system_type,
-                        accelerator_count=system.accelerator_count,
-                        host_count=system.number_of_nodes,
-                        host_processor_count=system.host_processor_count,
-                        host_memory_gb=512.0 * system.number_of_nodes,
-                        accelerator_minutes=figures.accelerator_minutes,
-                        host_minutes=figures.host_minutes,
-                        cloud_scale=figures.cloud_scale,
-                        cloud_scale_minutes=figures.cloud_scale_minutes,
-                        runs_cv=rng.uniform(0.005, 0.05),
-                    )
-                )
-        Result.objects.bulk_create(rows, batch_size=2000)
-        made["rounds"].append(round_.slug)
-        made["results"] += len(rows)
-    return made
+    def worker_rss_mb(self) -> list[float]:
+        sizes = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            with contextlib.suppress(OSError):
+                text = status.read_text()
+                fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+                if int(fields.get("PPid", "0")) == self.process.pid and "VmRSS" in fields:
+                    sizes.append(int(fields["VmRSS"].split()[0]) / 1024)
+        return sorted(sizes)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        if self in Server.running:
+            Server.running.remove(self)
 
 
-def queries_per_request(urls: list[str]) -> dict[str, int]:
-    from django.core.cache import cache
+def fetch(port: int, path: str, cookie: str, timeout: float = 120,
+          connection: http.client.HTTPConnection | None = None) -> tuple[int, int]:
+    own = connection is None
+    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        response = connection.getresponse()
+        body = response.read()
+        return response.status, len(body)
+    finally:
+        if own:
+            connection.close()
+
+
+@dataclass
+class Figures:
+    median_ms: float
+    p95_ms: float
+    requests: int
+    errors: int
+    load: str
+
+    def __str__(self) -> str:
+        errors = f", {self.errors} errors" if self.errors else ""
+        return (f"median {self.median_ms:8.1f} ms  p95 {self.p95_ms:8.1f} ms  ({self.requests:4d} requests{errors}; "
+                f"{self.load})")
+
+
+def measure(port: int, path: str, cookie: str, seconds: float, clients: int) -> Figures:
+    """`clients` keep-alive connections requesting `path` back to back for `seconds`, at least MIN_REQUESTS."""
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def client() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        try:
+            while time.monotonic() < deadline or len(latencies) < MIN_REQUESTS:
+                started = time.perf_counter()
+                try:
+                    status, _ = fetch(port, path, cookie, connection=connection)
+                except (OSError, http.client.HTTPException):
+                    connection.close()
+                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+                    status = 0
+                elapsed = (time.perf_counter() - started) * 1000
+                with lock:
+                    if status == 200:
+                        latencies.append(elapsed)
+                    else:
+                        errors[0] += 1
+                        if errors[0] > 20 and not latencies:
+                            return
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if not latencies:
+        return Figures(float("nan"), float("nan"), 0, errors[0], load())
+    ordered = sorted(latencies)
+    return Figures(statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+                   len(ordered), errors[0], load())
+
+
+def gunicorn(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> Server:
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
+               "--workers", str(args.workers), "--threads", str(args.threads), "--worker-class", "gthread",
+               "--timeout", "300", "--config", "/dev/null"]
+    return Server(command, port, "/healthz", tmp / "gunicorn.log", env)
+
+
+# --- Datasette -------------------------------------------------------------------------------------------
+
+def datasette_command() -> list[str]:
+    """Datasette from the `bench` extra: the project venv's if installed there, else a venv of its own."""
+    beside = Path(sys.executable).with_name("datasette")
+    if beside.exists():
+        return [str(beside)]
+    program = DATASETTE_VENV / "bin" / "datasette"
+    if not program.exists():
+        extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bench"]
+        print(f"installing {', '.join(extra)} into {DATASETTE_VENV} (once)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(DATASETTE_VENV)], check=True)
+        subprocess.run([str(DATASETTE_VENV / "bin" / "pip"), "install", "-q", *extra], check=True)
+    return [str(program)]
+
+
+def export_sqlite(path: Path) -> int:
+    """The same result rows (every Result column, plus the round and organization slugs the API shows) in
+    SQLite, with an index for each plain index Result declares; `id` is the primary key."""
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
 
-    counts = {}
-    client = Client()
-    for url in urls:
-        cache.clear()  # a cold cache: every query the view needs is counted
-        with CaptureQueriesContext(connection) as captured:
-            response = client.get(url)
-        assert response.status_code == 200, (url, response.status_code)
-        counts[url] = len(captured.captured_queries)
-    return counts
+    from ingest.models import Result
+
+    fields = list(Result._meta.concrete_fields)
+    columns = [f.column for f in fields]
+    path.unlink(missing_ok=True)
+    lite = sqlite3.connect(path)
+    declared = ", ".join(f'"{c}"' + (" INTEGER PRIMARY KEY" if c == "id" else "") for c in columns)
+    lite.execute(f"CREATE TABLE results ({declared}, round_slug TEXT, organization_slug TEXT)")
+    select = ", ".join(f'r."{c}"' for c in columns)
+    marks = ", ".join("?" for _ in range(len(columns) + 2))
+    rows = 0
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT {select}, ro.slug, o.slug FROM "{Result._meta.db_table}" r '
+                       "JOIN catalog_round ro ON ro.id = r.round_id "
+                       "JOIN accounts_organization o ON o.id = r.organization_id ORDER BY r.id")
+        while batch := cursor.fetchmany(10_000):
+            lite.executemany(f"INSERT INTO results VALUES ({marks})",
+                             [tuple(v.isoformat() if isinstance(v, datetime.datetime) else v for v in row)
+                              for row in batch])
+            rows += len(batch)
+    by_name = {f.name: f.column for f in fields}
+    for number, index in enumerate(Result._meta.indexes):
+        if not index.fields:
+            continue  # expression indexes (Upper(submitter)): no counterpart the query would use
+        parts = [f'"{by_name[name.lstrip("-")]}"' + (" DESC" if name.startswith("-") else "") for name in index.fields]
+        lite.execute(f"CREATE INDEX results_{number} ON results ({', '.join(parts)})")
+    lite.execute("ANALYZE")
+    lite.commit()
+    lite.close()
+    return rows
 
 
-def wrk(url: str, seconds: int, script: Path) -> dict[str, float]:
-    done = subprocess.run(
-        ["wrk", "-t2", "-c16", f"-d{seconds}s", "--timeout", "10s", "-s", str(script), url],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
-    return {key: float(value) for key, value in (part.split("=") for part in line.split()[1:])}
+def datasette(tmp: Path, database: Path) -> Server:
+    port = free_port()
+    command = [*datasette_command(), "serve", str(database), "--host", "127.0.0.1", "--port", str(port),
+               "--setting", "sql_time_limit_ms", "60000", "--setting", "default_page_size", "100",
+               # Suggested facets try a query per column (up to 50 ms each) on every request: an API client
+               # gets no use of them, and with them on Datasette would look seconds slower than it is.
+               "--setting", "suggest_facets", "off"]
+    return Server(command, port, "/-/versions.json", tmp / "datasette.log", dict(os.environ))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--database-url", default=None, help="a database to use (it is flushed!)")
-    parser.add_argument("--cache-url", default=os.environ.get("BENCH_CACHE_URL", ""),
-                        help="a shared cache, e.g. redis://127.0.0.1:6379/3, as production uses (default: per-process)")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is needed: apt-get install wrk")
-    with tempfile.TemporaryDirectory(prefix="podium-bench-browse-") as tmp:
-        os.environ.update(
-            {
-                "PODIUM_VAR_DIR": f"{tmp}/var",
-                "DATABASE_URL": args.database_url or f"sqlite:///{tmp}/browse.sqlite3",
-                "DJANGO_SETTINGS_MODULE": "config.settings",
-                "PODIUM_THROTTLE_ANON": "100000000/minute",
-                "PODIUM_THROTTLE_USER": "100000000/minute",
-                "CACHE_URL": args.cache_url,
-            }
-        )
-        import django
+# --- the run ---------------------------------------------------------------------------------------------
 
-        django.setup()
-        from django.core.management import call_command
+@dataclass
+class SizeResult:
+    made: Made
+    cached: dict[str, Figures]
+    uncached: dict[str, Figures]
+    datasette: Figures
+    podium_api_back_to_back: Figures
+    rss_mb: list[float]
+    queries: dict[str, tuple[int, int]]
 
-        if args.database_url:
-            call_command("flush", interactive=False, verbosity=0)
+
+def run_size(total: int, args: argparse.Namespace, database: Database, env: dict[str, str], tmp: Path) -> SizeResult:
+    from django.core.management import call_command
+    from django.db import connections
+
+    connections.close_all()
+    if not database.from_template():
+        database.recreate()
         call_command("migrate", verbosity=0)
-        started = time.perf_counter()
-        made = generate(args.results, args.rounds)
-        generated = time.perf_counter() - started
-        big = made["rounds"][-1]
-        urls = {
-            "table page": f"/rounds/{big}/",
-            "table page, sorted by a derived metric": f"/rounds/{big}/?sort=bert&metric=accelerator_minutes",
-            "results list (API)": "/api/v1/results/",
-            "results list (API), filtered and ordered": f"{FILTERED}",
-        }
-        small_urls = {
-            "table page": f"/rounds/{big}/?submitter=org-001",
-            "table page, sorted by a derived metric": f"/rounds/{big}/?sort=bert&metric=accelerator_minutes&acc_max=8",
-            "results list (API)": "/api/v1/results/?page_size=5",
-            "results list (API), filtered and ordered": f"{FILTERED}&page_size=5",
-        }
-        big_counts = queries_per_request(list(urls.values()))
-        small_counts = queries_per_request(list(small_urls.values()))
+    made = generate(total)
+    with connections["default"].cursor() as cursor:
+        if connections["default"].vendor == "postgresql":
+            cursor.execute("ANALYZE")
+    paths = urls(made)
+    print(f"\n== {made.results:,} results, {made.newest_results:,} in the newest round ({made.newest}); generated "
+          f"in {made.seconds:.1f} s; {load_triple()}", flush=True)
+    queries = queries_per_request(paths, made.cookie)
+    connections.close_all()
+    server = gunicorn(args, env, tmp)
+    cached: dict[str, Figures] = {}
+    uncached: dict[str, Figures] = {}
+    try:
+        for name, path in paths.items():
+            # Anonymous requests on new connections first, so that every worker's cache (per process by
+            # default) holds the answer: a keep-alive connection would stay with one worker.
+            for _ in range(args.workers * 4):
+                fetch(server.port, path, "")
+            cached[name] = measure(server.port, path, "", args.seconds, args.clients)
+            uncached[name] = measure(server.port, path, made.cookie, args.seconds, args.clients)
+            print(f"  {name:<38} cached   {cached[name]}\n  {'':<38} uncached {uncached[name]}   "
+                  f"SQL queries (cold): {queries[name][0]} anonymous, {queries[name][1]} signed in", flush=True)
+        rss = server.worker_rss_mb()
+        print(f"  gunicorn workers RSS after this size: {', '.join(f'{x:.0f} MB' for x in rss)}; {load()}")
+        api = paths["results API, filtered, ordered, 100"]
+        sqlite_path = tmp / "bench.sqlite3"
+        exported = export_sqlite(sqlite_path)
+        peer = datasette(tmp, sqlite_path)
+        try:
+            # Back to back: Podium's uncached page, then Datasette's for the same query on the same rows.
+            ours = measure(server.port, api, made.cookie, args.seconds, args.clients)
+            measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", 1.0, 1)
+            theirs = measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", args.seconds, args.clients)
+            # For reference only: without the count Datasette runs on every request (Podium's is cached).
+            uncounted = measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}&_nocount=1", "", args.seconds,
+                                args.clients)
+        finally:
+            peer.stop()
+        print(f"  Podium    {api} (signed in)\n            {ours}\n"
+              f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n            {theirs}\n"
+              f"  Datasette the same with &_nocount=1 (reference)\n            {uncounted}")
+    except BaseException:
+        print(f"gunicorn's log (last lines):\n{server.log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+        raise
+    finally:
+        server.stop()
+    return SizeResult(made, cached, uncached, theirs, ours, rss, queries)
+
+
+def summary(results: list[SizeResult]) -> None:
+    print(f"\n== Goals ({load_triple()})")
+    for result in results:
+        ratio = result.podium_api_back_to_back.median_ms / result.datasette.median_ms
+        p95 = result.podium_api_back_to_back.p95_ms / result.datasette.p95_ms
+        print(f"  {result.made.results:>7,} results: Podium/Datasette, uncached filtered ordered API page of 100: "
+              f"median {ratio:.2f}x, p95 {p95:.2f}x (goal <= 0.5x) "
+              f"{'MET' if ratio <= 0.5 else 'NOT MET'}; {result.datasette.load}")
+    if len(results) < 2:
+        return
+    small, large = results[0], results[-1]
+    print(f"  growth {large.made.results:,} / {small.made.results:,} results (goal <= 1.5x), median (p95):")
+    for mode in ("uncached", "cached"):
+        for name in small.cached:
+            before, after = getattr(small, mode)[name], getattr(large, mode)[name]
+            growth = after.median_ms / before.median_ms
+            print(f"    {mode:<8} {name:<38} {growth:6.2f}x ({after.p95_ms / before.p95_ms:.2f}x) "
+                  f"{'MET' if growth <= 1.5 else 'NOT MET'}; {after.load}")
+    rss = " -> ".join(f"{max(r.rss_mb, default=0):.0f} MB" for r in results)
+    print(f"  largest gunicorn worker RSS per size: {rss}")
+
+
+def bench_database(url: str) -> Database:
+    database = Database(url)
+    if database.postgres and (database.name in FORBIDDEN_NAMES or not database.name):
+        raise SystemExit(f"refusing to use the database {database.name!r}: name one of the bench's own")
+    return database
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="20000,200000", help="results per data set, comma-separated")
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE,
+                        help="PostgreSQL (created and dropped by the bench: never name a real one) or sqlite:///path")
+    parser.add_argument("--seconds", type=float, default=10, help="measuring time per URL and mode")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=1, help="concurrent keep-alive clients")
+    parser.add_argument("--cache-url", default=os.environ.get("BENCH_CACHE_URL", ""),
+                        help="a shared cache, e.g. redis://127.0.0.1:6379/3 (default: per process)")
+    return parser.parse_args()
+
+
+@contextlib.contextmanager
+def cleaned_up(database: Database) -> Iterator[None]:
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        for server in list(Server.running):
+            server.stop()
         from django.db import connections
 
         connections.close_all()
-        port = free_port()
-        env = dict(os.environ)
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "config.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                "2",
-                "--threads",
-                "4",
-                "--worker-class",
-                "gthread",
-                "--timeout",
-                "60",
-            ],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        script = Path(tmp) / "report.lua"
-        script.write_text(WRK_SCRIPT)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            for _ in range(200):
-                try:
-                    urllib.request.urlopen(f"{base}/healthz", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            print(
-                f"data: {made['results']} results in {args.rounds} rounds ({args.results // args.rounds} per round, "
-                f"{args.results // args.rounds // len(BENCHMARKS)} systems per round), generated in {generated:.1f} s; "
-                f"database {env['DATABASE_URL'].split(':')[0]}; cache {'redis' if env['CACHE_URL'] else 'local memory'}"
-                f"; gunicorn {args.workers} workers x {args.threads} threads; "
-                f"wrk 16 connections for {args.seconds} s per URL"
-            )
-            for name, path in urls.items():
-                cold_start = time.perf_counter()
-                urllib.request.urlopen(f"{base}{path}", timeout=30).read()
-                cold_ms = (time.perf_counter() - cold_start) * 1000
-                # Each gunicorn worker keeps its own cache (per-process by default): a short warm-up load
-                # reaches them all, so the measured run is the steady state the first request is not.
-                wrk(f"{base}{path}", 2, script)
-                stats = wrk(f"{base}{path}", args.seconds, script)
-                print(
-                    f"{name:<45} {path}\n    first request {cold_ms:7.1f} ms; "
-                    f"under load: median {stats['p50_ms']:.1f} ms, "
-                    f"p95 {stats['p95_ms']:.1f} ms, p99 {stats['p99_ms']:.1f} ms, {stats['rps']:.0f} req/s, "
-                    f"errors {int(stats['errors'])}; SQL queries per request (cold cache): "
-                    f"{big_counts[path]} for this view, {small_counts[small_urls[name]]} for a small one"
-                )
-        finally:
-            server.terminate()
-            server.wait(20)
+        with contextlib.suppress(Exception):
+            database.drop()
+
+
+def main() -> None:
+    args = parse_args()
+    sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
+    with tempfile.TemporaryDirectory(prefix="podium-bench-browse-") as tmp:
+        url = args.database_url
+        if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+            url = f"sqlite:///{Path(tmp) / url.removeprefix('sqlite:///')}"
+        database = bench_database(url)
+        os.environ.update({
+            "PODIUM_VAR_DIR": f"{tmp}/var", "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings",
+            "PODIUM_THROTTLE_ANON": "100000000/minute", "PODIUM_THROTTLE_USER": "100000000/minute",
+            "CACHE_URL": args.cache_url,
+        })
+        database.recreate()  # Django connects on first use: the database must exist before setup
+        import django
+
+        django.setup()
+        from django.conf import settings
+        from django.core.management import call_command
+        from django.db import connections
+
+        print(f"browse bench: sizes {', '.join(f'{s:,}' for s in sizes)}; database {url.split(':')[0]} "
+              f"({database.name}); cache {'shared ' + args.cache_url if args.cache_url else 'per process'}; "
+              f"gunicorn {args.workers} workers x {args.threads} threads; {args.clients} client(s), "
+              f"{args.seconds:g} s per URL and mode; CONN_MAX_AGE {settings.DATABASES['default'].get('CONN_MAX_AGE')}; "
+              f"{os.cpu_count()} CPUs; {load_triple()}", flush=True)
+        with cleaned_up(database):
+            started = time.perf_counter()
+            call_command("migrate", verbosity=0)
+            connections.close_all()
+            database.keep_as_template()
+            print(f"migrated in {time.perf_counter() - started:.1f} s", flush=True)
+            results = [run_size(size, args, database, dict(os.environ), Path(tmp)) for size in sizes]
+            summary(results)
+            print(json.dumps({"sizes": sizes, "load": os.getloadavg()}))
 
 
 if __name__ == "__main__":

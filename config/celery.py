@@ -1,13 +1,25 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("podium")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _preload_checkers(**kwargs: object) -> None:
+    """Import the checkers (mlperf_logging, scipy for the RCP check) in the worker's main process, which
+    sends worker_init before it forks its pool: every child starts with them loaded, and the first upload
+    does not pay the seconds their import takes. (worker_process_init would run in each child, after the
+    fork: too late.)"""
+    # The engine is pure Python (no models): safe to import before Django's apps are ready.
+    from ingest.engine import tool, verify  # noqa: F401 - verify: the rest of the engine a task runs
+
+    tool.preload()
 
 
 @worker_ready.connect

@@ -76,6 +76,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "leaderboard.context_processors.site",
+                "reviews.context_processors.notifications",
             ],
         },
     },
@@ -83,10 +84,14 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "config.wsgi.application"
 
+# Connections are kept for a minute (docs/operating.md): opening one per request cost PostgreSQL a
+# backend start and a TLS/auth round trip each time. The health check, run when a request reuses a
+# connection, replaces one the server closed meanwhile (a restart, an idle timeout) instead of failing.
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'podium.sqlite3'}"),
-        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

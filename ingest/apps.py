@@ -7,4 +7,6 @@ class IngestConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the Celery tasks, which the services enqueue by name (they never import ingest.tasks).
-        from ingest import cleanup, tasks  # noqa: F401
+        from ingest import cleanup, publication, tasks  # noqa: F401
+
+        publication.connect()  # Result's copy of its round's publication date (ingest.publication)

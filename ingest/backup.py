@@ -36,7 +36,9 @@ def file_roots() -> dict[str, Path]:
         raise Conflict("the bundle store is an S3 bucket: backup and restore here cover only a filesystem "
                        "store; dump the database with pg_dump and copy the bucket with its own tools")
     bundles = Path(settings.PODIUM_BUNDLE_DIR)
-    return {"bundles": bundles, "reproductions": bundles.parent / "reproductions"}
+    # logs/: the run logs (storage.put_run_log), which an imported result cannot get back from any bundle.
+    return {"bundles": bundles, "reproductions": bundles.parent / "reproductions",
+            "logs": bundles.parent / storage.RUN_LOGS}
 
 
 def _counts() -> dict[str, int]:

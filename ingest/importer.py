@@ -2,8 +2,10 @@
 
 Items are independent: each is verified in a worker process (the checkers are not thread-safe, so
 parallelism is by process) and stored in its own transaction, and one item's failure is reported
-without stopping the rest. An item whose files are unchanged since its current result is not
-verified again, so importing the same tree twice writes nothing.
+without stopping the rest. An item whose files are unchanged since its current result (its digest,
+Result.digest, is the same) is not verified again: its verdict is reused, no checker runs, and importing
+the same tree twice writes nothing but the run logs an older import did not keep. Every run log is stored
+(storage.put_run_log) before the Run that points at it is committed.
 
 A tree imported into an official round is the published record: it is verified in IMPORT mode (the
 published scaling.json stands, Podium's stricter opinions are warnings; see engine/history.py). Demo
@@ -32,7 +34,9 @@ from ingest import selectors, services
 from ingest.engine import history, rules, tool
 from ingest.engine.tree import ItemSource, TreeError, items_of, submitter_folders
 from ingest.engine.verify import IMPORT, UPLOAD, ItemReport, verify_item
-from ingest.models import Finding, Result, Submission
+from ingest.implementations import implementations_pack, implementations_record
+from ingest.models import Finding, Result, Run, Submission
+from ingest.services.results import run_logs_store
 
 ACTOR = "import_results"
 
@@ -183,6 +187,9 @@ def import_tree(
     digests = {id(s): s.digest(ruleset) for s in sources}
     current = selectors.current_digests(round_, [(s.org, s.system, s.benchmark) for s in sources])
     pending = [s for s in sources if current.get((s.org, s.system, s.benchmark)) != digests[id(s)]]
+    # Largest first (by the bytes of its logs, a fair proxy of checker time): with few workers, a large item
+    # started last would leave the others idle at the end.
+    pending.sort(key=_size, reverse=True)
     say(f"{len(sources)} items in {len(orgs)} submitter folder(s); {len(pending)} new or changed; "
         f"ruleset {ruleset}, round {round_.slug}")
 
@@ -192,6 +199,7 @@ def import_tree(
         if id(source) not in pending_ids:
             result = selectors.current_result(round_, source.org, source.system, source.benchmark)
             outcomes[id(source)] = ItemOutcome(source, "unchanged", result)
+    _keep_unchanged_logs([o for o in outcomes.values() if o.result is not None])
 
     submissions: dict[str, Submission] = {}
     org_digests = {s.org: orgs_digest(sources, digests, s.org) for s in pending}
@@ -204,7 +212,8 @@ def import_tree(
         outcomes[id(source)] = outcome
         say(f"[{done}/{len(pending)}] {source.rel_root}: {outcome.status}"
             + (f" ({outcome.error.strip().splitlines()[-1]})" if outcome.error else ""))
-    for submission in submissions.values():
+    for org, submission in submissions.items():
+        _record_implementations(submission, next(s.org_dir for s in pending if s.org == org), say)
         services.submission_finish(submission=submission, actor=ACTOR)
 
     for source in sources:
@@ -213,6 +222,35 @@ def import_tree(
         if on_item is not None:
             on_item(outcome)
     return summary
+
+
+def _record_implementations(submission: Submission, org_dir: Path, say: Callable[[str], None]) -> None:
+    """The benchmarks/ tree beside results/: screened like an upload's, but a bad implementation is skipped
+    (and said), never the import."""
+    problems: list[str] = []
+    implementations_record(submission=submission, packed=implementations_pack(org_dir, problems=problems),
+                           actor=ACTOR)
+    for problem in problems:
+        say(f"{org_dir.name}: implementation skipped: {problem}")
+
+
+def _size(source: ItemSource) -> int:
+    return sum(path.stat().st_size for path in source.result_files)
+
+
+def _keep_unchanged_logs(unchanged: list[ItemOutcome]) -> None:
+    """Unchanged items are not verified again, but their logs are kept if they are not yet (results imported
+    before Podium kept logs): importing the same tree again is how an operator gives them their files."""
+    logs: dict[int, list[tuple[str, str]]] = {}
+    rows = Run.objects.filter(result__in=[o.result for o in unchanged]).values_list("result_id", "file", "sha256")
+    for result_id, file, sha256 in rows:
+        logs.setdefault(result_id, []).append((file, sha256))
+    for outcome in unchanged:
+        assert outcome.result is not None
+        try:
+            run_logs_store(source=outcome.source, logs=logs.get(outcome.result.pk, []))
+        except Exception:
+            outcome.status, outcome.error = "error", traceback.format_exc()
 
 
 def _round(ruleset: str, round_slug: str | None) -> Round:
@@ -247,6 +285,8 @@ def _store(source: ItemSource, report: ItemReport | str, round_: Round, submissi
                 label=str(source.org_dir), tool_version=report.tool_version, actor=ACTOR,
             )
         had_previous = selectors.current_result(round_, source.org, source.system, source.benchmark) is not None
+        # Before the Runs are committed: none may point at a log that is not stored.
+        run_logs_store(source=source, logs=[(run.file, run.sha256) for run in report.runs])
         result = services.result_store(submission=submissions[source.org], report=report, actor=ACTOR)
     except Exception:
         return ItemOutcome(source, "error", error=traceback.format_exc())

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
 REPRODUCTIONS = "reproductions"
+RUN_LOGS = "logs"
 
 
 class StorageError(OSError):
@@ -197,3 +200,75 @@ def put_log(name: str, data: bytes, sha256: str) -> str:
     if saved != key:
         raise StorageError(f"the storage stored {key} as {saved}: it must keep the names it is given")
     return key
+
+
+# --- run logs, content-addressed -----------------------------------------------------------------------
+# Every run log of a verified or imported item is kept once under its sha256 (Run.sha256), so the log
+# viewer opens one file whatever way it came in (an upload's bundle, an imported tree) and never unpacks
+# a whole bundle to show one log.
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def run_log_key(sha256: str) -> str:
+    # The address becomes a path: only a sha256 in lowercase hex may build one.
+    if not _SHA256.fullmatch(sha256):
+        raise ValueError(f"{sha256!r} is not a sha256 in hex")
+    return f"{RUN_LOGS}/{sha256[:2]}/{sha256}.txt"
+
+
+def put_run_log(data: bytes, sha256: str) -> str:
+    """Store one run log under its content address (once: the same bytes are the same file) and return its
+    key. StorageError when `data` is not the log `sha256` names (it changed after it was judged): a Run may
+    point only at the bytes that were verified."""
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise StorageError("a run log does not match the checksum it was stored under")
+    backend = bundle_storage()
+    key = run_log_key(sha256)
+    if isinstance(backend, FileSystemStorage):
+        _put_local(Path(backend.path(key)), data)
+        return key
+    # An object store writes a whole object or nothing: one that exists is this log.
+    if backend.exists(key):
+        return key
+    saved = backend.save(key, ContentFile(data))
+    if saved != key:
+        raise StorageError(f"the storage stored {key} as {saved}: it must keep the names it is given")
+    return key
+
+
+def _put_local(target: Path, data: bytes) -> None:
+    # Written under a temporary name and renamed, so a file under a log's address is always the whole log
+    # (a worker killed mid-write leaves only an `.incoming-` file, which nothing points at) and two workers
+    # storing the same log at once both succeed.
+    if target.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())  # durable before the database commits a Run that points at it
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def has_run_log(sha256: str) -> bool:
+    """Whether the run log `sha256` is stored (a file under a log's address is always the whole log)."""
+    return bool(bundle_storage().exists(run_log_key(sha256)))
+
+
+def open_run_log(sha256: str) -> BinaryIO:
+    """The stored run log `sha256`, opened for reading in binary (the caller closes it and reads it in
+    pieces: a log can be large). FileNotFoundError when no log is stored under that address."""
+    backend = bundle_storage()
+    key = run_log_key(sha256)
+    if not backend.exists(key):
+        raise FileNotFoundError(key)
+    handle: BinaryIO = backend.open(key, "rb")  # type: ignore[assignment]
+    return handle

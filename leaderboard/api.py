@@ -12,17 +12,20 @@ full query string; a matching If-None-Match answers 304 before any listing query
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from django.core.cache import cache as django_cache
+from django.core.paginator import Paginator as DjangoPaginator
 from django.db.models import Count, F, Max, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
+from django.utils.functional import cached_property
 from django.utils.http import http_date, parse_etags, quote_etag
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -49,6 +52,8 @@ from leaderboard import cache
 from leaderboard import filters as api_filters
 
 DERIVED = "Derived — not an official score. "
+# Query parameters that change which rows a page shows but not how many rows the list has.
+NOT_FILTERS = frozenset({"page", "page_size", "ordering", "format"})
 
 
 # --- schema: the token scheme ------------------------------------------------------------------------
@@ -72,6 +77,35 @@ class Pages(PageNumberPagination):
     max_page_size = 500
 
 
+class CountedOnce(DjangoPaginator):
+    """A paginator whose row count is kept in the cache under `count_key`: the key names everything the
+    count depends on (the results generation, the published rounds, what the caller may see, the
+    filters), so a `COUNT(*)` over a large filtered set runs once per change of the data, not per page."""
+
+    def __init__(self, object_list: Any, per_page: int, *, count_key: str, **kwargs: Any) -> None:
+        super().__init__(object_list, per_page, **kwargs)
+        self.count_key = count_key
+
+    @cached_property
+    def count(self) -> int:
+        stored = django_cache.get(self.count_key)
+        if stored is None:
+            stored = cast(QuerySet[Any], self.object_list).count()
+            django_cache.set(self.count_key, stored, 3600)
+        return int(stored)
+
+
+class CountCachedPages(Pages):
+    """Pages whose count is cached per results generation, caller's visibility and query (docs/api.md)."""
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
+        key = view.count_key() if view is not None and hasattr(view, "count_key") else None
+        if key is not None:
+            self.django_paginator_class = cast(type[DjangoPaginator],
+                                               functools.partial(CountedOnce, count_key=key))
+        return super().paginate_queryset(queryset, request, view)
+
+
 class ReadApi(viewsets.ReadOnlyModelViewSet):
     """List and detail, open to anonymous callers, throttled by the project's anon/user rates."""
 
@@ -93,13 +127,33 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
     def last_modified(self, obj: Any) -> datetime.datetime | None:
         return None
 
+    def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """The filtered list's queryset as the page reads it (ResultApi: only the columns it shows)."""
+        return queryset
+
+    def list_rows(self, page: list[Any]) -> Any:
+        """A page's rows as the response writes them."""
+        return self.get_serializer(page, many=True).data
+
     # --- conditional GET ---
+
+    @cached_property
+    def freshness(self) -> str:
+        """The data's version (leaderboard.cache.freshness), read once per request: the ETag and the
+        cached count are both keyed on it."""
+        return cache.freshness()
+
+    @cached_property
+    def sees(self) -> str:
+        """What the rule grants the caller beyond the public record, read once per request."""
+        user = self.request.user
+        return viewer_fingerprint(user) if user.is_authenticated else "anonymous"
 
     def etag(self) -> str:
         request = self.request
         user = request.user
-        who = f"user:{user.pk}:{viewer_fingerprint(user)}" if user.is_authenticated else "anonymous"
-        parts = ("api-v1", cache.freshness(), who, request.accepted_renderer.format, request.get_full_path())
+        who = f"user:{user.pk}:{self.sees}" if user.is_authenticated else "anonymous"
+        parts = ("api-v1", self.freshness, who, request.accepted_renderer.format, request.get_full_path())
         return quote_etag(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32])
 
     def _matches(self, etag: str) -> bool:
@@ -145,9 +199,9 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
             return self._cache_headers(Response(status=status.HTTP_304_NOT_MODIFIED), etag)
 
         def produce() -> Response:
-            page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+            page = self.paginate_queryset(self.narrow(self.filter_queryset(self.get_queryset())))
             assert page is not None  # pagination_class is always set
-            return self._answer(self.get_serializer(page, many=True).data, etag, page, paginated=True)
+            return self._answer(self.list_rows(page), etag, page, paginated=True)
 
         return self._shared(etag, produce)
 
@@ -459,22 +513,123 @@ class ResultOutput(serializers.ModelSerializer):
         return _absolute(self.context.get("request"), f"{reverse('api:finding-list')}?result={obj.pk}")
 
 
+# What ResultOutput and last_modified read, and nothing else: a row of the list loads no description,
+# digest or submission (a field missing here would cost one query per row, which the tests catch).
+RESULT_COLUMNS = (
+    "id", "round__slug", "round__ruleset", "round__publication_date", "organization__slug", "submitter",
+    "system_slug", "system_id", "system_name", "benchmark_key", "division", "category", "system_type",
+    "accelerator_model", "framework", "accelerator_count", "host_count", "host_processor_count", "host_memory_gb",
+    "price_per_hour", "runs_count", "runs_required", "runs_compliant", "olympic_k", "raw_score", "scaling_factor",
+    "scaling_source", "score", "no_score_reason", "rcp_status", "rcp_message", "rcp_norm_factor", "verdict",
+    "energy_j", "accelerator_minutes", "host_minutes", "cloud_scale", "cloud_scale_minutes", "energy_kwh",
+    "cost_to_train", "runs_cv", "tool_version", "is_current", "superseded_by_id", "borrowed_from_id",
+    "reproduction", "withdrawn_at", "created_at",
+)
+
+
+_MARK = 987654321
+
+
+@functools.cache
+def _around_id(view_name: str) -> tuple[str, str]:
+    """A detail URL's text before and after the id, from one reversal: a page of rows reverses none."""
+    before, _, after = reverse(view_name, args=[_MARK]).partition(str(_MARK))
+    return before, after
+
+
+class ResultRows:
+    """The results list's rows exactly as ResultOutput writes them, built from `values()` dicts: no model
+    instance, no walk through the serializer's fields per row, no URL reversal per row. ResultOutput stays
+    the one definition (the schema, the detail view); this follows its fields, and a test holds the two
+    outputs equal."""
+
+    URLS = ("url", "web_url", "system_url", "runs_url", "findings_url")
+
+    def __init__(self) -> None:
+        self.plan: list[tuple[str, str, Any]] = []
+        for name, field in ResultOutput().fields.items():
+            if name in self.URLS:
+                self.plan.append((name, "", None))
+            elif field.source == "is_official":
+                self.plan.append((name, "", self.official))
+            else:
+                # DateTimeField formats (ISO 8601, Z); every other field returns the column's value as is.
+                convert = field.to_representation if isinstance(field, serializers.DateTimeField) else None
+                self.plan.append((name, str(field.source).replace(".", "__"), convert))
+        self.columns = sorted({column for _, column, _ in self.plan if column}
+                              | {"id", "system_id", "verdict", "score", "withdrawn_at", "created_at",
+                                 "round__publication_date"})
+
+    @staticmethod
+    def official(row: dict[str, Any]) -> bool:
+        return row["verdict"] == Result.Verdict.VERIFIED and row["score"] is not None and row["withdrawn_at"] is None
+
+    def rows(self, request: Request | None, page: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        base = request.build_absolute_uri("/")[:-1] if request is not None else ""
+        detail, web, system = (_around_id(view) for view in ("api:result-detail", "leaderboard:result",
+                                                              "api:system-detail"))
+        runs, findings = f"{base}{reverse('api:run-list')}?result=", f"{base}{reverse('api:finding-list')}?result="
+        out = []
+        for row in page:
+            pk = row["id"]
+            urls = {"url": f"{base}{detail[0]}{pk}{detail[1]}", "web_url": f"{base}{web[0]}{pk}{web[1]}",
+                    "system_url": f"{base}{system[0]}{row['system_id']}{system[1]}", "runs_url": f"{runs}{pk}",
+                    "findings_url": f"{findings}{pk}"}
+            item: dict[str, Any] = {}
+            for name, column, convert in self.plan:
+                if not column:
+                    item[name] = urls[name] if convert is None else convert(row)
+                    continue
+                value = row[column]
+                item[name] = convert(value) if convert is not None and value is not None else value
+            out.append(item)
+        return out
+
+
+@functools.cache
+def _result_rows() -> ResultRows:
+    """Built once per process: it walks the serializer's fields, which costs more than a page of rows."""
+    return ResultRows()
+
+
 class ResultApi(ReadApi):
     """Results: current versions unless `?all_versions=1`; every facet of the tables as a filter."""
 
     serializer_class = ResultOutput
     filterset_class = api_filters.ResultFilter
+    pagination_class = CountCachedPages
 
     def get_queryset(self) -> QuerySet[Result]:
-        # One row per result: the facts and derived figures are columns of Result itself.
+        # One row per result: the facts and derived figures are columns of Result itself, and the
+        # default ordering is over Result's own columns, which an index serves (filters.RESULT_ORDERING).
         return (
             visible_results(self.request.user)
             .select_related("round", "organization")
-            .order_by(F("round__publication_date").desc(nulls_last=True), "benchmark_key",
-                      F("score").asc(nulls_last=True), "pk")
+            .only(*RESULT_COLUMNS)
+            .order_by(*api_filters.RESULT_ORDERING)
         )
 
-    def last_modified(self, obj: Result) -> datetime.datetime | None:
+    def count_key(self) -> str:
+        """The list's count depends on the data (freshness), what the caller may see and the filters;
+        not on the page, its size or the ordering."""
+        params = sorted((name, value) for name, values in self.request.query_params.lists()
+                        for value in values if name not in NOT_FILTERS)
+        digest = hashlib.sha256(repr(params).encode()).hexdigest()[:32]
+        return f"podium:api-count:results:{self.freshness}:{self.sees}:{digest}"
+
+    @property
+    def shape(self) -> ResultRows:
+        return _result_rows()
+
+    def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.values(*self.shape.columns)
+
+    def list_rows(self, page: list[Any]) -> Any:
+        return self.shape.rows(self.request, page)
+
+    def last_modified(self, obj: Result | dict[str, Any]) -> datetime.datetime | None:
+        if isinstance(obj, dict):  # a row of the list (narrow)
+            return _visible_since(obj["created_at"], obj["round__publication_date"])
         return _visible_since(obj.created_at, obj.round.publication_date)
 
 

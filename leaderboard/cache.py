@@ -1,52 +1,85 @@
-"""Keys for cached public answers: the results generation (core.cache, moved by the services that change
-what a visitor may see), which rounds are published right now, and the answer's own parts.
+"""Cached public answers: their keys, and one filler per cold key.
 
-Only what anonymous visitors see is cached (it depends on nothing but published data); signed-in
-users may see embargoed results of their own and always get a fresh answer.
+Only what anonymous visitors see is cached (it depends on nothing but published data); signed-in users
+may see embargoed results of their own and always get a fresh answer.
+
+A key must change whenever what an anonymous visitor may see changes, and a cache hit must cost no
+query. Two things change it:
+- the results generation (core.cache), moved on commit by every service that changes what a visitor
+  may see, round dates included; with a per-process cache (the embedded default) also the stamp that
+  other processes' bumps leave (core.cache.elsewhere), a file read;
+- the clock: a round passing its publication date becomes public with nothing written. Each process
+  keeps the publication dates of all rounds, read once per generation (`_Snapshot`), and the key holds
+  how many of them have passed, counted in memory: the first request after the instant gets a new key.
+So a hit reads the generation from the cache and nothing from the database; a miss (after a bump, or
+once per process and generation for the dates) pays the queries. A write that bypasses the services
+(a bare `QuerySet.update()`) stays unseen until the entry expires, as the services' docstrings warn.
+
+A cold key under load (many visitors right after a bump) is filled once: the first request takes a
+short lock with `cache.add` (atomic in LocMemCache and Redis alike), the others poll the key for a few
+seconds and use its value; if the filler is slower than that, or died, they compute it themselves
+rather than hang, and the lock expires on its own.
 """
 
 from __future__ import annotations
 
+import bisect
+import datetime
 import hashlib
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
-from core.cache import generation
+from core.cache import elsewhere, generation
 
 T = TypeVar("T")
 
-
-def published_fingerprint() -> str:
-    """Which rounds are public right now: a round passing its publication date changes the key."""
-    from catalog.models import Round
-
-    ids = Round.objects.published(timezone.now()).order_by("pk").values_list("pk", flat=True)
-    return hashlib.sha1(",".join(map(str, ids)).encode()).hexdigest()[:12]
+LOCK_S = 30  # a filler that died frees its lock after this long
+WAIT_S = 5.0  # how long a waiter polls before it computes the answer itself
+POLL_S = 0.05
 
 
 def _process_local() -> bool:
     return isinstance(caches["default"], LocMemCache)
 
 
-def newest_result() -> int:
-    """The newest result's id, where the cache is per process (the embedded default) and so is the
-    generation: an import run by another process (manage.py import_results) cannot bump this one's,
-    but a new result row still changes this number. With a shared cache (Redis) the services' bumps
-    reach every process and the key costs no query for it."""
-    if not _process_local():
-        return 0
-    from ingest.models import Result
+@dataclass(frozen=True)
+class _Snapshot:
+    generation: int
+    publications: tuple[datetime.datetime, ...]  # every round's publication date, sorted
 
-    return Result.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+_snapshot: _Snapshot | None = None
+_snapshot_lock = threading.Lock()
+
+
+def _publications(number: int) -> tuple[datetime.datetime, ...]:
+    """The rounds' publication dates under generation `number`: one query per process and generation."""
+    global _snapshot
+    snapshot = _snapshot
+    if snapshot is not None and snapshot.generation == number:
+        return snapshot.publications
+    from catalog.models import Round
+
+    dates = tuple(sorted(date for date in Round.objects.values_list("publication_date", flat=True)
+                         if date is not None))
+    with _snapshot_lock:
+        _snapshot = _Snapshot(number, dates)
+    return dates
 
 
 def freshness() -> str:
-    """Everything a cached public answer must be rebuilt after: the generation, the published rounds."""
-    return f"{generation()}:{published_fingerprint()}:{newest_result()}"
+    """Everything a cached public answer must be rebuilt after (see the module docstring); no query on
+    a hit."""
+    number = generation()
+    passed = bisect.bisect_right(_publications(number), timezone.now())
+    other = elsewhere() if _process_local() else ""
+    return f"{number}:{passed}:{other}"
 
 
 def public_key(name: str, *parts: Any) -> str:
@@ -55,10 +88,32 @@ def public_key(name: str, *parts: Any) -> str:
     return f"podium:{name}:{freshness()}:{digest}"
 
 
+def _pause(seconds: float) -> None:
+    """A waiter's pause between polls (the tests replace it to know a waiter is waiting)."""
+    threading.Event().wait(seconds)
+
+
 def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], timeout: int = 3600) -> T:
     key = public_key(name, *parts)
     value = cache.get(key)
-    if value is None:
+    if value is not None:
+        return value
+    lock = f"{key}:filling"
+    if not cache.add(lock, 1, LOCK_S):
+        # Another request is filling this key: use its answer once it lands.
+        for _ in range(round(WAIT_S / POLL_S)):
+            _pause(POLL_S)
+            value = cache.get(key)
+            if value is not None:
+                return value
+            if cache.get(lock) is None:  # the filler gave up (an error): no point in waiting longer
+                break
         value = produce()
         cache.set(key, value, timeout)
+        return value
+    try:
+        value = produce()
+        cache.set(key, value, timeout)
+    finally:
+        cache.delete(lock)
     return value

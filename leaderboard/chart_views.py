@@ -8,11 +8,12 @@ their answers are neither read from nor written to that cache, and are marked pr
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.db.models import F
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import F, OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -46,23 +47,37 @@ def scored_results(user: Visitor) -> ResultQuerySet:
     return visible_results(user).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
 
 
-def _point(result: Result) -> charts.ResultPoint:
+# The columns a chart point is built from: charts read these few with values(), never whole rows.
+POINT_COLUMNS = ("pk", "submitter", "organization__name", "system_name", "system_slug", "accelerator_model",
+                 "accelerator_count", "host_count", "score", "runs_cv", "category")
+
+
+@functools.cache
+def _result_url_template() -> tuple[str, str]:
+    """The result page's URL around its id, reversed once: a chart of thousands of points reverses no URL per point."""
+    marker = "987654321"
+    before, _, after = reverse("leaderboard:result", args=[int(marker)]).partition(marker)
+    return before, after
+
+
+def _point(row: dict[str, Any]) -> charts.ResultPoint:
+    before, after = _result_url_template()
     return charts.ResultPoint(
-        id=result.pk,
-        url=reverse("leaderboard:result", args=[result.pk]),
-        submitter=result.submitter or result.organization.name,
-        system=result.system_name or result.system_slug,
-        accelerator_model=result.accelerator_model,
-        accelerators=result.accelerator_count,
-        hosts=result.host_count,
-        minutes=result.score,
-        runs_cv=result.runs_cv,
-        category=result.category,
+        id=row["pk"],
+        url=f"{before}{row['pk']}{after}",
+        submitter=row["submitter"] or row["organization__name"],
+        system=row["system_name"] or row["system_slug"],
+        accelerator_model=row["accelerator_model"],
+        accelerators=row["accelerator_count"],
+        hosts=row["host_count"],
+        minutes=row["score"],
+        runs_cv=row["runs_cv"],
+        category=row["category"],
     )
 
 
 def _points(results: ResultQuerySet) -> list[charts.ResultPoint]:
-    return [_point(r) for r in results.select_related("organization").order_by("score", "pk")]
+    return [_point(row) for row in results.order_by("score", "pk").values(*POINT_COLUMNS)]
 
 
 def round_points(user: Visitor, round_: Round, key: str, division: str) -> list[charts.ResultPoint]:
@@ -105,14 +120,33 @@ def _round_label(round_: Round, duplicated: set[str]) -> str:
     return label if round_.is_published() else f"{label} (embargoed)"
 
 
+def _fastest_per_round(user: Visitor, key: str, division: str, scale: int) -> tuple[list[Round], dict[int, list[int]]]:
+    """The rounds with a scored result for this key, each with its fastest result and its fastest on exactly
+    `scale` accelerators: two index walks per round (round, benchmark_key, score) that stop at the first
+    match, so the cost follows the number of rounds, not of results."""
+    in_round = scored_results(user).filter(round=OuterRef("pk"), benchmark_key=key, division=division)
+    fastest = in_round.order_by("score", "pk").values("pk")[:1]
+    fastest_at_scale = in_round.filter(accelerator_count=scale).order_by("score", "pk").values("pk")[:1]
+    rounds = list(
+        visible_rounds(user)
+        .annotate(best=Subquery(fastest), best_at_scale=Subquery(fastest_at_scale))
+        .filter(best__isnull=False)
+    )
+    # The fastest overall first: on equal times history_chart keeps the first point, as it kept the
+    # lowest id when it was given every result in (score, id) order.
+    best = {r.pk: list(dict.fromkeys(pk for pk in (getattr(r, "best", None), getattr(r, "best_at_scale", None))
+                                     if pk is not None)) for r in rounds}
+    return rounds, best
+
+
 def history_data(user: Visitor, key: str, division: str, scale: int) -> charts.Chart:
     """Round over round for one benchmark key, in publication order, split where the benchmark changed."""
-    results = scored_results(user).filter(benchmark_key=key, division=division)
-    by_round: dict[int, list[charts.ResultPoint]] = defaultdict(list)
-    for result in results.select_related("organization").order_by("score", "pk"):
-        by_round[result.round_id].append(_point(result))
+    found, best = _fastest_per_round(user, key, division, scale)
+    wanted = [pk for pks in best.values() for pk in pks]
+    points = {row["pk"]: _point(row) for row in Result.objects.filter(pk__in=wanted).values(*POINT_COLUMNS)}
+    by_round = {round_pk: [points[pk] for pk in pks if pk in points] for round_pk, pks in best.items()}
     rounds = sorted(
-        visible_rounds(user).filter(pk__in=list(by_round)),
+        found,
         key=lambda r: (r.publication_date is None, r.publication_date, _version(r.ruleset), r.slug),
     )
     benchmarks = {b.round_id: b for b in Benchmark.objects.filter(key=key, round__in=rounds)}
@@ -134,8 +168,9 @@ def history_data(user: Visitor, key: str, division: str, scale: int) -> charts.C
 
 def convergence_data(result: Result) -> charts.Chart:
     benchmark = result.benchmark
-    curves = [charts.RunCurve(position=r.position, dropped=r.dropped, points=tuple(
-        p for p in r.eval_curve if isinstance(p, dict))) for r in result.runs.order_by("position")]
+    runs = result.runs.order_by("position").values_list("position", "dropped", "eval_curve")
+    curves = [charts.RunCurve(position=position, dropped=dropped, points=tuple(
+        p for p in eval_curve if isinstance(p, dict))) for position, dropped, eval_curve in runs]
     return charts.convergence_chart(
         curves,
         benchmark_key=result.benchmark_key,
@@ -203,13 +238,21 @@ def _benchmark(request: HttpRequest, round_: Round) -> Benchmark:
     return benchmark
 
 
-def chart_json(view: Callable[..., charts.Chart]) -> Callable[..., HttpResponse]:
+def figure_body(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], charts.Chart]) -> bytes:
+    """The figure as JSON bytes. For anonymous visitors the encoded bytes are what is cached, so a hit
+    encodes nothing again (a scale chart of a large round is thousands of points)."""
+    return for_visitor(request, f"{name}-json",
+                       parts, lambda: json.dumps(produce().as_json(), cls=DjangoJSONEncoder).encode())
+
+
+def chart_json(view: Callable[..., bytes]) -> Callable[..., HttpResponse]:
     """One figure as JSON; a bad parameter is a 400 and a hidden or missing object a 404, both as JSON."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response: HttpResponse
         try:
-            response = JsonResponse(view(request, *args, **kwargs).as_json())
+            response = HttpResponse(view(request, *args, **kwargs), content_type="application/json")
         except Refusal as refusal:
             response = JsonResponse({"error": refusal.message}, status=refusal.status)
         except Http404 as error:
@@ -225,33 +268,33 @@ def chart_json(view: Callable[..., charts.Chart]) -> Callable[..., HttpResponse]
 
 
 @chart_json
-def scale_json(request: HttpRequest, slug: str) -> charts.Chart:
+def scale_json(request: HttpRequest, slug: str) -> bytes:
     round_, division = _round(request, slug), division_param(request)
     benchmark = _benchmark(request, round_)
-    return for_visitor(request, "chart-scale", (round_.pk, benchmark.key, division),
+    return figure_body(request, "chart-scale", (round_.pk, benchmark.key, division),
                        lambda: scale_data(request.user, round_, benchmark, division))
 
 
 @chart_json
-def scaling_json(request: HttpRequest, slug: str) -> charts.Chart:
+def scaling_json(request: HttpRequest, slug: str) -> bytes:
     round_, division = _round(request, slug), division_param(request)
     benchmark = _benchmark(request, round_)
-    return for_visitor(request, "chart-scaling", (round_.pk, benchmark.key, division),
+    return figure_body(request, "chart-scaling", (round_.pk, benchmark.key, division),
                        lambda: scaling_data(request.user, round_, benchmark, division))
 
 
 @chart_json
-def spread_json(request: HttpRequest, slug: str) -> charts.Chart:
+def spread_json(request: HttpRequest, slug: str) -> bytes:
     round_, division = _round(request, slug), division_param(request)
     benchmark = _benchmark(request, round_)
-    return for_visitor(request, "chart-spread", (round_.pk, benchmark.key, division),
+    return figure_body(request, "chart-spread", (round_.pk, benchmark.key, division),
                        lambda: spread_data(request.user, round_, benchmark, division))
 
 
 @chart_json
-def history_json(request: HttpRequest, key: str) -> charts.Chart:
+def history_json(request: HttpRequest, key: str) -> bytes:
     division, scale = division_param(request), scale_param(request)
-    return for_visitor(request, "chart-history", (key, division, scale),
+    return figure_body(request, "chart-history", (key, division, scale),
                        lambda: history_data(request.user, key, division, scale))
 
 
@@ -261,15 +304,15 @@ def _visible_result(request: HttpRequest, pk: int) -> Result:
 
 
 @chart_json
-def convergence_json(request: HttpRequest, pk: int) -> charts.Chart:
+def convergence_json(request: HttpRequest, pk: int) -> bytes:
     result = _visible_result(request, pk)
-    return for_visitor(request, "chart-convergence", (result.pk,), lambda: convergence_data(result))
+    return figure_body(request, "chart-convergence", (result.pk,), lambda: convergence_data(result))
 
 
 @chart_json
-def run_times_json(request: HttpRequest, pk: int) -> charts.Chart:
+def run_times_json(request: HttpRequest, pk: int) -> bytes:
     result = _visible_result(request, pk)
-    return for_visitor(request, "chart-run-times", (result.pk,), lambda: run_times_data(result))
+    return figure_body(request, "chart-run-times", (result.pk,), lambda: run_times_data(result))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +321,7 @@ def run_times_json(request: HttpRequest, pk: int) -> charts.Chart:
 
 def _scale_choices(user: Visitor, key: str, division: str) -> list[int]:
     counts = (scored_results(user).filter(benchmark_key=key, division=division, accelerator_count__gt=0)
-              .values_list("accelerator_count", flat=True).distinct())
+              .order_by("accelerator_count").values_list("accelerator_count", flat=True).distinct())
     return sorted(set(counts))
 
 
@@ -289,7 +332,8 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
     division = request.GET.get("division", "")
     if division not in DIVISIONS:
         division = DEFAULT_DIVISION  # the page falls back where the JSON endpoints answer 400
-    keys = set(scored_results(user).filter(round=round_).values_list("benchmark_key", flat=True))
+    keys = set(scored_results(user).filter(round=round_).order_by("benchmark_key")
+               .values_list("benchmark_key", flat=True).distinct())
     benchmarks = [b for b in round_.benchmarks.all() if b.key in keys]
     wanted = request.GET.get("benchmark", "")
     benchmark = next((b for b in benchmarks if b.key == wanted), benchmarks[0] if benchmarks else None)

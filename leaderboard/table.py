@@ -1,32 +1,75 @@
 """The round table: parse a view from the query string, build rows (systems) × columns (benchmarks).
 
-Everything a visitor chooses (filters, columns, metric, sort) lives in the query string, so the URL
-is a permalink of the view, and the CSV/JSON export of that URL is exactly what the page shows.
+Everything a visitor chooses (filters, columns, metric, sort, page) lives in the query string, so the
+URL is a permalink of the view, and the CSV/JSON export of that URL is exactly what the page shows
+(every page of it).
+
+The table scales with the round by doing its work in SQL over Result's own columns (the facts copied
+from the system description at write time): one grouped query picks the page's rows (systems), sorted
+and filtered in the database, and one more loads only the cells of those rows and of the columns shown.
+A page holds PAGE_ROWS systems, whatever the round's size; nothing decodes a description or reverses a
+URL per row.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.core.cache import cache
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    Max,
+    OrderBy,
+    OuterRef,
+    QuerySet,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Coalesce, Lower, NullIf
 from django.http import QueryDict
+from django.urls import reverse
+from django.utils.formats import localize
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
+from accounts.models import Organization
 from accounts.viewer import Visitor
 from catalog.models import Benchmark, Round
 from ingest.metrics import METRICS
 from ingest.models import Result, System
-from ingest.visibility import visible_results
+from ingest.visibility import viewer_fingerprint, visible_results
+from leaderboard.cache import freshness
+from leaderboard.formatting import minutes
 
 DIVISIONS = dict(System.Division.choices)
 CATEGORIES = dict(System.Category.choices)
 SYSTEM_TYPES = dict(System.SystemType.choices)
+VERDICTS = dict(Result.Verdict.choices)
 ROW_SORTS = {"submitter": "Submitter", "system": "System", "accelerators": "Accelerators", "hosts": "Hosts"}
+SECTIONS = [*System.Division.choices, ("", "Division unknown (invalid system description)")]
+
+# Systems per page: a screenful or two that a person reads and compares (MLCommons' own tables of a
+# round hold 30–80 systems per division), and a bound on the page's size that the round cannot move.
+# One page number runs over the division sections in order, so a division is still ranked on its own.
+PAGE_ROWS = 50
+MAX_PAGE = 100_000
 
 
 def _int(value: str | None) -> int | None:
+    if not value:
+        return None
     try:
-        return int(value) if value not in (None, "") else None
+        return int(value)
     except ValueError:
         return None
 
@@ -46,6 +89,7 @@ class TableView:
     metric: str = "score"
     sort: str = ""
     descending: bool = False
+    page: int = 1
 
     @classmethod
     def from_query(cls, params: QueryDict) -> TableView:
@@ -59,16 +103,17 @@ class TableView:
             division=one("division", DIVISIONS),
             category=one("category", CATEGORIES),
             system_type=one("system_type", SYSTEM_TYPES),
-            submitters=tuple(s for s in params.getlist("submitter") if s),
+            submitters=tuple(s for s in params.getlist("submitter") if s)[:100],
             accelerator_model=one("accelerator_model")[:200],
             framework=one("framework")[:100],
             accelerators_min=_int(params.get("acc_min")),
             accelerators_max=_int(params.get("acc_max")),
             benchmark=one("benchmark")[:60],
-            columns=columns,
+            columns=columns[:100],
             metric=one("metric", METRICS) or "score",
             sort=one("sort")[:60],
             descending=params.get("order") == "desc",
+            page=min(max(_int(params.get("page")) or 1, 1), MAX_PAGE),
         )
 
     @property
@@ -87,41 +132,112 @@ class TableView:
     def is_derived(self) -> bool:
         return self.metric != "score"
 
+    @property
+    def narrows(self) -> bool:
+        """Whether any filter narrows the round's rows (the columns offered then depend on them)."""
+        return bool(self.division or self.category or self.system_type or self.submitters
+                    or self.accelerator_model or self.framework or self.benchmark
+                    or self.accelerators_min is not None or self.accelerators_max is not None)
+
+
+def _in_int_range(value: int | None) -> int | None:
+    # A number the database cannot compare (beyond 64 bits) is a filter that matches nothing sensible.
+    return value if value is None or -(2**62) < value < 2**62 else None
+
 
 def filtered_results(round_: Round, view: TableView, user: Visitor) -> QuerySet[Result]:
+    """The current results of the round this visitor may see, narrowed by the view's filters; every
+    filter reads a column of Result (indexed where it is selective: ingest.models.Result.Meta)."""
     results = visible_results(user).current().filter(round=round_)
     if view.division:
         results = results.filter(division=view.division)
     if view.category:
-        results = results.filter(system__category=view.category)
+        results = results.filter(category=view.category)
     if view.system_type:
-        results = results.filter(system__system_type=view.system_type)
+        results = results.filter(system_type=view.system_type)
     if view.submitters:
-        results = results.filter(organization__slug__in=view.submitters)
+        results = results.filter(organization_id__in=Organization.objects.filter(slug__in=view.submitters)
+                                 .values("pk"))
     if view.accelerator_model:
-        results = results.filter(system__accelerator_model_name=view.accelerator_model)
+        results = results.filter(accelerator_model=view.accelerator_model)
     if view.framework:
-        results = results.filter(system__framework__icontains=view.framework)
-    if view.accelerators_min is not None:
-        results = results.filter(system__accelerator_count__gte=view.accelerators_min)
-    if view.accelerators_max is not None:
-        results = results.filter(system__accelerator_count__lte=view.accelerators_max)
+        results = results.filter(framework__icontains=view.framework)
+    if (low := _in_int_range(view.accelerators_min)) is not None:
+        results = results.filter(accelerator_count__gte=low)
+    if (high := _in_int_range(view.accelerators_max)) is not None:
+        results = results.filter(accelerator_count__lte=high)
     if view.benchmark:
         # Rows (systems) that ran this benchmark, with all their other results too.
-        results = results.filter(system_id__in=results.filter(benchmark_key=view.benchmark).values("system_id"))
+        ran = results.filter(benchmark_key=view.benchmark, division=OuterRef("division"),
+                             organization_id=OuterRef("organization_id"), system_slug=OuterRef("system_slug"))
+        results = results.filter(Exists(ran))
     return results
 
 
-@dataclass
+# --- the page ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
 class Cell:
-    result: Result
-    value: float | None
+    pk: int
+    url: str
+    verdict: str
+    no_score_reason: str
+    score: float | None
+    value: float | None  # the metric's value, only where the result is official (only those rank)
+    is_official: bool
+    reproduction: str
+
+    @property
+    def verdict_label(self) -> str:
+        return VERDICTS.get(self.verdict, self.verdict)
+
+
+_REPRO_MARK = {"reproduced": "✓", "mismatch": "✗"}
+
+
+def cell_html(key: str, cell: Cell | None) -> SafeString:
+    """One score cell, the markup the template wrote before, built here: a page has hundreds of them
+    and the template engine spent most of the page's time on their conditionals."""
+    if cell is None:
+        return format_html('<td class="num score" data-benchmark="{}"></td>', key)
+    title = cell.verdict_label + (f": {cell.no_score_reason}" if cell.no_score_reason else "")
+    shown: str
+    if cell.value is not None:
+        shown = escape(minutes(cell.value))
+    elif not cell.is_official and cell.score is not None:
+        shown = format_html('<s title="not official: {}">{}</s>', cell.verdict_label.lower(), minutes(cell.score))
+    else:
+        shown = "no score" if cell.score is None else "n/a"
+    flag = '<span class="flag" title="noncompliant">!</span>' if cell.verdict == Result.Verdict.NONCOMPLIANT else ""
+    repro = ""
+    if cell.reproduction:
+        note = " (could not be carried out; no verdict)" if cell.reproduction == "failed" else ""
+        repro = format_html('<span class="repro repro-{}" title="reproduction: {}{}">{}</span>', cell.reproduction,
+                            cell.reproduction, note, _REPRO_MARK.get(cell.reproduction, "?"))
+    return format_html(
+        '<td class="num score" data-benchmark="{}"><input type="checkbox" name="ids" value="{}" form="compare-form" '
+        'aria-label="compare"><a href="{}" class="{}" data-value="{}" title="{}">{}</a>{}{}</td>',
+        key, cell.pk, cell.url, cell.verdict, "" if cell.value is None else localize(cell.value), title,
+        # shown and flag are escaped above or constant text
+        mark_safe(shown), mark_safe(flag), repro)
 
 
 @dataclass
 class Row:
-    system: System
-    cells: dict[str, Cell] = field(default_factory=dict)
+    slug: str
+    submitter: str
+    name: str
+    url: str
+    accelerator_model: str
+    accelerators: int | None
+    hosts: int | None
+    category: str
+    system_type: str
+    cells: list[tuple[str, Cell | None]] = field(default_factory=list)
+
+    @property
+    def cells_html(self) -> list[SafeString]:
+        return [cell_html(key, cell) for key, cell in self.cells]
 
 
 @dataclass
@@ -131,60 +247,206 @@ class Section:
     rows: list[Row]
 
 
+@dataclass(frozen=True)
+class Column:
+    benchmark: Benchmark
+    link: str
+    sorted: bool
+
+
+@dataclass(frozen=True)
+class PageLink:
+    number: int
+    url: str
+    current: bool
+
+
+@dataclass
+class Paging:
+    number: int
+    pages: int
+    rows: int
+    first: int
+    last: int
+    previous: str
+    next: str
+    links: list[PageLink | None]  # None: a gap ("…")
+
+
 @dataclass
 class Table:
     round: Round
     view: TableView
     benchmarks: list[Benchmark]
     all_benchmarks: list[Benchmark]
+    columns: list[Column]
+    sort_links: dict[str, str]
     sections: list[Section]
-    result_count: int
+    paging: Paging
 
 
-def _sort_key(view: TableView, row: Row) -> tuple[Any, ...]:
-    if view.sort in ROW_SORTS:
-        value = {
-            "submitter": row.system.organization.name.lower(),
-            "system": (row.system.name or row.system.slug).lower(),
-            "accelerators": row.system.accelerator_count if row.system.accelerator_count is not None else -1,
-            "hosts": row.system.number_of_nodes if row.system.number_of_nodes is not None else -1,
-        }[view.sort]
-        return (value,)
-    cell = row.cells.get(view.sort)
-    if cell is None or cell.value is None:
-        return (1, 0.0)  # rows without a value sink to the bottom, whatever the direction
-    return (0, -cell.value if view.descending else cell.value)
+def view_query(params: QueryDict) -> QueryDict:
+    """The view's query string without its page number: what exports, sorting and page links start from."""
+    query = params.copy()
+    query.pop("page", None)
+    return query
 
 
-def build_table(round_: Round, view: TableView, user: Visitor) -> Table:
-    results = list(
-        filtered_results(round_, view, user)
-        .select_related("system__organization", "organization", "benchmark")
-        .order_by("organization__name", "system_slug", "benchmark_key")
-    )
-    field_name = METRICS[view.metric][1]
-    rows: dict[tuple[str, str, str], Row] = {}
-    used: set[str] = set()
-    for result in results:
-        row = rows.setdefault((result.division or "", result.organization.name, result.system_slug),
-                              Row(system=result.system))
+def _sort_link(query: QueryDict, view: TableView, key: str) -> str:
+    """The current view, sorted by `key`, from its first page; a second click on the column reverses it."""
+    params = query.copy()
+    params["sort"] = key
+    if view.sort == key and not view.descending:
+        params["order"] = "desc"
+    else:
+        params.pop("order", None)
+    return f"?{params.urlencode()}"
+
+
+def _page_url(query: str, number: int) -> str:
+    return f"?{query}&page={number}" if query else f"?page={number}"
+
+
+def _paging(query: QueryDict, number: int, rows: int) -> Paging:
+    pages = max(1, -(-rows // PAGE_ROWS))
+    number = min(number, pages)
+    encoded = query.urlencode()
+    shown = sorted({1, pages, *range(max(1, number - 2), min(pages, number + 2) + 1)})
+    links: list[PageLink | None] = []
+    for previous, page in zip([0, *shown], shown, strict=False):
+        if page - previous > 1:
+            links.append(None)
+        links.append(PageLink(page, _page_url(encoded, page), page == number))
+    first = (number - 1) * PAGE_ROWS
+    return Paging(number=number, pages=pages, rows=rows, first=first + 1 if rows else 0,
+                  last=min(first + PAGE_ROWS, rows),
+                  previous=_page_url(encoded, number - 1) if number > 1 else "",
+                  next=_page_url(encoded, number + 1) if number < pages else "", links=links)
+
+
+def _row_order(view: TableView, sort_value: Any) -> list[Any]:
+    """Division section first (each is ranked on its own), then the chosen key, then a stable tiebreak
+    so that consecutive pages neither repeat nor skip a row."""
+    order: list[Any] = ["section"]
+    if sort_value is not None:
+        key = F("row_sort")
+        # Rows without a value (no official score on the sorted benchmark, no count) sink, either way.
+        order.append(key.desc(nulls_last=True) if view.descending else key.asc(nulls_last=True))
+    elif view.sort in ("submitter", "system"):
+        key = F("row_submitter_key") if view.sort == "submitter" else F("row_name_key")
+        order.append(OrderBy(key, descending=view.descending))
+    order += ["row_submitter_key", "system_slug", "organization_id"]
+    return order
+
+
+def _sort_value(round_benchmarks: set[str], view: TableView) -> Any:
+    if view.sort == "accelerators":
+        return Max("accelerator_count")
+    if view.sort == "hosts":
+        return Max("host_count")
+    if view.sort in round_benchmarks:
         # Only an official score ranks: a result that is not verified keeps its cell, without a value to
         # sort on (it sinks below the ranked ones), and shows its raw number as "not official".
-        value = getattr(result, field_name) if result.is_official else None
-        row.cells[result.benchmark_key] = Cell(result=result, value=value)
-        used.add(result.benchmark_key)
-    all_benchmarks = [b for b in round_.benchmarks.all() if b.key in used]
+        return Max(Case(When(benchmark_key=view.sort, verdict=Result.Verdict.VERIFIED, score__isnull=False,
+                             then=F(METRICS[view.metric][1]))))
+    return None
+
+
+def _templates() -> tuple[str, str]:
+    """Result and system URLs from one reversal each: the id is formatted in, not reversed per row."""
+    marker = 987654321
+    return (reverse("leaderboard:result", args=[marker]).replace(str(marker), "{}"),
+            reverse("leaderboard:system", args=[marker]).replace(str(marker), "{}"))
+
+
+CELL_COLUMNS = ("id", "division", "organization_id", "system_slug", "benchmark_key", "verdict", "no_score_reason",
+                "score", "reproduction")
+FACT_COLUMNS = ("submitter", "system_name", "system_id", "accelerator_model", "accelerator_count", "host_count",
+                "category", "system_type")
+
+
+def build_table(round_: Round, view: TableView, user: Visitor, query: QueryDict | None = None,
+                offered: list[Benchmark] | None = None) -> Table:
+    """One page of the table. `offered`: the round's benchmarks that have results this visitor may see
+    (build_choices), reused as the columns when no filter narrows the rows."""
+    query = view_query(query if query is not None else QueryDict())
+    results = filtered_results(round_, view, user)
+    round_benchmarks = list(round_.benchmarks.all()) if offered is None or view.narrows else offered
+    if offered is not None and not view.narrows:
+        all_benchmarks = offered
+    else:
+        used = set(results.order_by().values_list("benchmark_key", flat=True).distinct())
+        all_benchmarks = [b for b in round_benchmarks if b.key in used]
     shown = [b for b in all_benchmarks if not view.columns or b.key in view.columns] or all_benchmarks
-    sections = []
-    for division, label in [*System.Division.choices, ("", "Division unknown (invalid system description)")]:
-        section_rows = [row for key, row in rows.items() if key[0] == division]
-        if view.sort:
-            reverse = view.descending and view.sort in ROW_SORTS
-            section_rows.sort(key=lambda r: _sort_key(view, r), reverse=reverse)
-        if section_rows:
-            sections.append(Section(division=division, label=label, rows=section_rows))
-    return Table(round=round_, view=view, benchmarks=shown, all_benchmarks=all_benchmarks, sections=sections,
-                 result_count=len(results))
+
+    keyed = results.order_by().values("division", "organization_id", "system_slug")
+    sort_value = _sort_value({b.key for b in round_benchmarks}, view)
+    # Only what orders the rows is computed over the round, from columns an index holds (result_table_rows:
+    # PostgreSQL reads it alone); what a row shows is read for the page's rows only, below.
+    ordering: dict[str, Any] = {
+        "section": Case(*(When(division=d, then=Value(i)) for i, (d, _) in enumerate(SECTIONS[:-1])),
+                        default=Value(len(SECTIONS) - 1), output_field=IntegerField()),
+        "row_submitter_key": Lower(Max("submitter")),
+        # The number of rows (groups) rides along with the page: no second pass over the round.
+        "row_total": Window(Count("*")),
+    }
+    if view.sort == "system":
+        ordering["row_name_key"] = Lower(Coalesce(NullIf(Max("system_name"), Value("")), F("system_slug")))
+    if sort_value is not None:
+        ordering["row_sort"] = sort_value
+    rows = keyed.annotate(**ordering).order_by(*_row_order(view, sort_value))
+    number = view.page
+    page = list(rows[(number - 1) * PAGE_ROWS:number * PAGE_ROWS])
+    if page:
+        total = page[0]["row_total"]
+    else:  # an empty view, or a page past the end (an old link to a round that shrank): show the last one
+        total = keyed.distinct().count()
+        number = max(1, -(-total // PAGE_ROWS))
+        if total and number != view.page:
+            page = list(rows[(number - 1) * PAGE_ROWS:number * PAGE_ROWS])
+    paging = _paging(query, number, total)
+
+    result_url, system_url = _templates()
+    field_name = METRICS[view.metric][1]
+    shown_keys = {b.key for b in shown}
+    cells: dict[tuple[str, int, str], dict[str, Cell]] = {}
+    facts: dict[tuple[str, int, str], dict[str, Any]] = {}
+    if page:
+        # Every result of the page's rows (a few hundred at most): the cells shown, and the row's facts
+        # from its newest result (a row keeps its facts when the columns chooser hides its results).
+        wanted = results.filter(organization_id__in={r["organization_id"] for r in page},
+                                system_slug__in={r["system_slug"] for r in page})
+        columns = [*CELL_COLUMNS, *FACT_COLUMNS, *([field_name] if field_name not in CELL_COLUMNS else [])]
+        for c in wanted.order_by("id").values(*columns):
+            key = (c["division"], c["organization_id"], c["system_slug"])
+            facts[key] = c
+            if c["benchmark_key"] not in shown_keys:
+                continue
+            official = c["verdict"] == Result.Verdict.VERIFIED and c["score"] is not None  # current: not withdrawn
+            cells.setdefault(key, {})[c["benchmark_key"]] = Cell(
+                pk=c["id"], url=result_url.format(c["id"]), verdict=c["verdict"],
+                no_score_reason=c["no_score_reason"], score=c["score"],
+                value=c[field_name] if official else None, is_official=official, reproduction=c["reproduction"])
+
+    sections: list[Section] = []
+    for r in page:
+        division, label = SECTIONS[r["section"]]
+        if not sections or sections[-1].division != division:
+            sections.append(Section(division=division, label=label, rows=[]))
+        key = (r["division"], r["organization_id"], r["system_slug"])
+        mine, fact = cells.get(key, {}), facts.get(key, {})
+        sections[-1].rows.append(Row(
+            slug=r["system_slug"], submitter=fact.get("submitter", ""),
+            name=fact.get("system_name") or r["system_slug"], url=system_url.format(fact.get("system_id")),
+            accelerator_model=fact.get("accelerator_model", ""), accelerators=fact.get("accelerator_count"),
+            hosts=fact.get("host_count"), category=CATEGORIES.get(fact.get("category", ""), ""),
+            system_type=SYSTEM_TYPES.get(fact.get("system_type", ""), ""),
+            cells=[(b.key, mine.get(b.key)) for b in shown]))
+    return Table(
+        round=round_, view=view, benchmarks=shown, all_benchmarks=all_benchmarks,
+        columns=[Column(b, _sort_link(query, view, b.key), view.sort == b.key) for b in shown],
+        sort_links={key: _sort_link(query, view, key) for key in ROW_SORTS},
+        sections=sections, paging=paging)
 
 
 @dataclass
@@ -195,14 +457,30 @@ class Choices:
 
 
 def build_choices(round_: Round, user: Visitor) -> Choices:
-    """What the filter form offers: only values present among the results this visitor may see."""
+    """What the filter form offers: only values present among the results this visitor may see. Kept in
+    the cache per round, data version (leaderboard.cache.freshness) and what the visitor may see beyond
+    the public record (ingest.visibility.viewer_fingerprint): paging or sorting a round reads it once."""
+    key = f"podium:table-choices:{round_.pk}:{freshness()}:{viewer_fingerprint(user)}"
+    choices = cache.get(key)
+    if choices is None:
+        choices = _choices(round_, user)
+        cache.set(key, choices, 3600)
+    return choices
+
+
+def _choices(round_: Round, user: Visitor) -> Choices:
+    """One pass over the round's visible results (distinct combinations, not rows)."""
     base = visible_results(user).current().filter(round=round_)
-    submitters = sorted(set(base.values_list("organization__slug", "organization__name")), key=lambda p: p[1].lower())
-    accelerators = sorted(a for a in set(base.values_list("system__accelerator_model_name", flat=True)) if a)
-    keys = set(base.values_list("benchmark_key", flat=True))
+    combos = set(base.order_by().values_list("organization_id", "accelerator_model", "benchmark_key").distinct())
+    names = Organization.objects.filter(pk__in={o for o, _, _ in combos}).values_list("slug", "name")
+    submitters = sorted(names, key=lambda p: p[1].lower())
+    accelerators = sorted({a for _, a, _ in combos if a})
+    keys = {k for _, _, k in combos}
     return Choices(submitters=submitters, accelerators=accelerators,
                    benchmarks=[b for b in round_.benchmarks.all() if b.key in keys])
 
+
+# --- exports -------------------------------------------------------------------------------------------
 
 EXPORT_FIELDS = (
     "round", "ruleset", "submitter", "system", "system_name", "benchmark", "division", "category", "system_type",
@@ -210,48 +488,71 @@ EXPORT_FIELDS = (
     "raw_score", "scaling_factor", "scaling_source", "score", "verdict", "accelerator_minutes", "host_minutes",
     "cloud_scale", "cloud_scale_minutes", "energy_kwh", "cost_to_train", "runs_cv", "url",
 )
+# The Result column behind each export field after round and ruleset (the round's own) and before url
+# (made from the id): all on Result, so a row is a tuple from one index-ordered query.
+_EXPORT_COLUMNS = (
+    "submitter", "system_slug", "system_name", "benchmark_key", "division", "category", "system_type",
+    "accelerator_model", "accelerator_count", "host_count", "host_processor_count", "framework", "runs_count",
+    "runs_compliant", "raw_score", "scaling_factor", "scaling_source", "score", "verdict", "accelerator_minutes",
+    "host_minutes", "cloud_scale", "cloud_scale_minutes", "energy_kwh", "cost_to_train", "runs_cv", "id",
+)
+DERIVED_NOTE = ("accelerator_minutes, host_minutes, cloud_scale(_minutes), energy_kwh, cost_to_train and runs_cv are "
+                "derived, not official scores")
+_CHUNK = 2000
 
 
-def export_rows(round_: Round, view: TableView, user: Visitor, base_url: str = "") -> list[dict[str, Any]]:
-    """One row per result of the current view (long format), the official score beside derived figures."""
-    results = (
-        filtered_results(round_, view, user)
-        .select_related("system", "organization")
-        .order_by("division", "benchmark_key", "score", "organization__name", "system_slug")
-    )
+def export_tuples(round_: Round, view: TableView, user: Visitor, base_url: str = "") -> Iterator[tuple[Any, ...]]:
+    """One tuple per result of the current view (long format, EXPORT_FIELDS), the official score beside
+    derived figures; read in chunks (a server-side cursor on PostgreSQL), so memory does not grow with
+    the round. The order is the one an index holds (ingest.models: result_export_order)."""
+    results = filtered_results(round_, view, user)
     if view.columns:
         results = results.filter(benchmark_key__in=view.columns)
-    rows = []
-    for r in results:
-        rows.append({
-            "round": round_.slug,
-            "ruleset": round_.ruleset,
-            "submitter": r.organization.name,
-            "system": r.system_slug,
-            "system_name": r.system.name,
-            "benchmark": r.benchmark_key,
-            "division": r.division,
-            "category": r.system.category,
-            "system_type": r.system.system_type,
-            "accelerator_model": r.system.accelerator_model_name,
-            "accelerators": r.system.accelerator_count,
-            "hosts": r.system.number_of_nodes,
-            "host_processors": r.system.host_processor_count,
-            "framework": r.system.framework,
-            "runs": r.runs_count,
-            "runs_compliant": r.runs_compliant,
-            "raw_score": r.raw_score,
-            "scaling_factor": r.scaling_factor,
-            "scaling_source": r.scaling_source,
-            "score": r.score,
-            "verdict": r.verdict,
-            "accelerator_minutes": r.accelerator_minutes,
-            "host_minutes": r.host_minutes,
-            "cloud_scale": r.cloud_scale,
-            "cloud_scale_minutes": r.cloud_scale_minutes,
-            "energy_kwh": r.energy_kwh,
-            "cost_to_train": r.cost_to_train,
-            "runs_cv": r.runs_cv,
-            "url": f"{base_url}{r.get_absolute_url()}",
-        })
-    return rows
+    url = f"{base_url}{_templates()[0]}"
+    head = (round_.slug, round_.ruleset)
+    ordered = results.order_by("division", "benchmark_key", "score", "submitter", "system_slug", "id")
+    for row in ordered.values_list(*_EXPORT_COLUMNS).iterator(chunk_size=_CHUNK):
+        yield (*head, *row[:-1], url.format(row[-1]))
+
+
+class _Line:
+    """A file-like sink for csv.writer that hands back what was written."""
+
+    def __init__(self) -> None:
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def take(self) -> str:
+        text = self.buffer.getvalue()
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        return text
+
+
+def export_csv(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
+    sink = _Line()
+    writer = csv.writer(sink)
+    writer.writerow(EXPORT_FIELDS)
+    yield sink.take()
+    batch: list[tuple[Any, ...]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == 500:
+            writer.writerows(batch)
+            batch.clear()
+            yield sink.take()
+    writer.writerows(batch)
+    yield sink.take()
+
+
+def export_json(round_: Round, view_query_text: str, rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
+    """The same document as before streaming: round, view, derived_note, results (one object per row)."""
+    head = json.dumps({"round": round_.slug, "view": view_query_text, "derived_note": DERIVED_NOTE}, indent=1)
+    yield head[:-2] + ',\n "results": ['
+    first = True
+    for row in rows:
+        yield ("\n  " if first else ",\n  ") + json.dumps(dict(zip(EXPORT_FIELDS, row, strict=True)))
+        first = False
+    yield "\n ]\n}" if not first else "]\n}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -14,8 +15,10 @@ from accounts.services import Actor, audit_record
 from catalog.models import Benchmark, Round
 from core.cache import bump_generation
 from core.errors import BadRequest
+from ingest import storage
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.system_desc import SystemFacts
+from ingest.engine.tree import ItemSource
 from ingest.engine.verify import ItemReport
 from ingest.locks import entry_lock
 from ingest.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
@@ -92,6 +95,25 @@ def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
                      after={"state": state})
         bump_generation()
     return submission
+
+
+def run_logs_store(*, source: ItemSource, logs: Iterable[tuple[str, str]]) -> int:
+    """Keep every run log of an item, content-addressed (storage.put_run_log), before the Runs that point at
+    them are committed; returns how many were not stored yet. `logs`: (file, sha256) of each run, as the
+    engine named and hashed it. A log whose bytes are no longer the ones judged, or a store that fails, raises
+    StorageError (a platform fault) so that no Run is ever stored pointing at a log that is not; a log stored
+    for a transaction that then fails is harmless (write-once, and the same bytes are the same file)."""
+    by_name = {path.name: path for path in source.result_files}
+    stored = 0
+    for file, sha256 in logs:
+        if storage.has_run_log(sha256):
+            continue
+        path = by_name.get(file.rsplit("/", 1)[-1])
+        if path is None:
+            raise storage.StorageError(f"run log {file} is not in the folder it was judged from")
+        storage.put_run_log(path.read_bytes(), sha256)
+        stored += 1
+    return stored
 
 
 def db_safe(value: Any) -> Any:

@@ -1,0 +1,35 @@
+"""The Celery worker imports the checkers (mlperf_logging, scipy) in its main process, before it forks its
+pool, so that no task pays for their import. Checked in a fresh interpreter: this one has them already."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+PROBE = """
+import json
+import sys
+from celery.signals import worker_init
+import config.celery
+
+hook = config.celery._preload_checkers
+assert any(receiver() is hook for _, receiver in worker_init.receivers), "not connected to worker_init"
+slow = ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker", "mlperf_logging.compliance_checker.mlp_compliance")
+before = [name for name in slow if name in sys.modules]
+hook(sender=None)
+after = [name for name in slow if name in sys.modules]
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "scipy.stats" not in loaded["before"]  # importing the app alone stays cheap (beat, the web process)
+    for name in ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker",
+                 "mlperf_logging.compliance_checker.mlp_compliance"):
+        assert name in loaded["after"]

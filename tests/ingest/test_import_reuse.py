@@ -1,0 +1,108 @@
+"""Importing a tree again reuses the verdicts of unchanged items by their digest: no checker runs for them,
+and their results stay exactly as they were; a changed log sends only its own item through the checkers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest import importer
+from ingest.engine import tool
+from ingest.importer import import_tree
+from ingest.models import Finding, Result, Run
+
+pytestmark = pytest.mark.django_db
+
+RESNET = ("Larkspur_Compute", "atlas_lx4_n1", "resnet")
+SSD = ("Larkspur_Compute", "atlas_lx4_n1", "ssd")
+
+
+class Spy:
+    """Counts the calls of a function and passes them on."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.calls: list[tuple[Any, ...]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(args)
+        return self.real(*args, **kwargs)
+
+
+def _snapshot() -> list[tuple[Any, ...]]:
+    """Everything a reader sees of the stored results, by primary key."""
+    results = list(Result.objects.order_by("pk").values_list(
+        "pk", "is_current", "digest", "verdict", "score", "raw_score", "scaling_factor", "submission_id"))
+    runs = list(Run.objects.order_by("pk").values_list("pk", "result_id", "sha256", "compliant", "counted"))
+    findings = list(Finding.objects.order_by("pk").values_list("pk", "result_id", "severity", "checker", "message"))
+    return [*results, *runs, *findings]
+
+
+@pytest.fixture
+def spies(monkeypatch: pytest.MonkeyPatch) -> tuple[Spy, Spy]:
+    """The item entry point and the one function every checker call goes through (jobs=1: in this process)."""
+    verify, bounded = Spy(importer.verify_item), Spy(tool.run_bounded)
+    monkeypatch.setattr(importer, "verify_item", verify)
+    monkeypatch.setattr(tool, "run_bounded", bounded)
+    return verify, bounded
+
+
+def test_reimporting_an_unchanged_tree_runs_no_checker_and_changes_nothing(make_tree, spies) -> None:
+    verify, bounded = spies
+    tree = make_tree(RESNET, SSD)
+    first = import_tree(tree, jobs=1)
+    assert first.errors == 0 and {o.status for o in first.outcomes} == {"new"}
+    assert len(verify.calls) == 2 and bounded.calls  # the first import did run the checkers
+    before = _snapshot()
+    verify.calls.clear()
+    bounded.calls.clear()
+
+    again = import_tree(tree, jobs=1)
+
+    assert verify.calls == [] and bounded.calls == []
+    assert {o.status for o in again.outcomes} == {"unchanged"}
+    assert [o.result.pk for o in again.outcomes if o.result] == [o.result.pk for o in first.outcomes if o.result]
+    assert _snapshot() == before
+
+
+def test_a_changed_log_sends_only_its_item_to_the_checkers(make_tree, spies) -> None:
+    verify, _ = spies
+    tree = make_tree(RESNET, SSD)
+    first = {o.source.benchmark: o.result for o in import_tree(tree, jobs=1).outcomes if o.result is not None}
+    log = tree / "Larkspur_Compute/results/atlas_lx4_n1/ssd/result_0.txt"
+    log.write_bytes(log.read_bytes() + b"a line the checker ignores\n")
+    verify.calls.clear()
+
+    again = {o.source.benchmark: o for o in import_tree(tree, jobs=1).outcomes}
+
+    assert [call[0].benchmark for call in verify.calls] == ["ssd"]
+    assert {name: outcome.status for name, outcome in again.items()} == {"resnet": "unchanged", "ssd": "updated"}
+    new = {name: outcome.result for name, outcome in again.items() if outcome.result is not None}
+    assert new["resnet"].pk == first["resnet"].pk and new["ssd"].pk != first["ssd"].pk
+    ssd = Result.objects.get(pk=first["ssd"].pk)
+    assert not ssd.is_current and ssd.superseded_by_id == new["ssd"].pk
+    assert new["ssd"].digest != ssd.digest
+
+
+def test_the_largest_items_are_verified_first(make_tree, spies) -> None:
+    verify, _ = spies
+    tree = make_tree(RESNET, SSD)
+    sizes = {bench: sum(p.stat().st_size for p in (tree / "Larkspur_Compute/results/atlas_lx4_n1" / bench).glob(
+        "result_*.txt")) for bench in ("resnet", "ssd")}
+    import_tree(tree, jobs=1)
+    assert [call[0].benchmark for call in verify.calls] == sorted(sizes, key=lambda b: sizes[b], reverse=True)
+
+
+def test_a_tree_copy_elsewhere_is_the_same_content(make_tree, spies, tmp_path: Path) -> None:
+    """The digest is the item's content, not its path: the same files moved are not verified again."""
+    verify, _ = spies
+    tree = make_tree(RESNET)
+    import_tree(tree, jobs=1)
+    moved = tmp_path / "elsewhere" / tree.name
+    moved.parent.mkdir()
+    tree.rename(moved)
+    verify.calls.clear()
+    again = import_tree(moved, jobs=1)
+    assert verify.calls == [] and [o.status for o in again.outcomes] == ["unchanged"]

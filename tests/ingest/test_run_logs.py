@@ -1,0 +1,227 @@
+"""Every run log is kept, content-addressed, whichever way its result came in (an upload, an import), before
+any Run that points at it is committed; the backfill of older uploads; hostile logs and failing storage."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from ingest import importer, storage
+from ingest.importer import import_tree
+from ingest.models import Result, Run, Submission
+from ingest.services import submissions
+from tests.ingest.test_s3_storage import bucket, s3_endpoint  # noqa: F401  (fixtures: a moto S3 server)
+from tests.people import tar_gz_of
+
+pytestmark = pytest.mark.django_db
+
+RESNET = ("Larkspur_Compute", "atlas_lx4_n1", "resnet")
+SSD = ("Larkspur_Compute", "atlas_lx4_n1", "ssd")
+
+
+@pytest.fixture
+def bundle(demo_tree, tmp_path: Path) -> tuple[Path, Path]:
+    """(the archive, the submitter folder it was packed from): one item, five runs."""
+    root, manifest = demo_tree
+    source = root / manifest.round("demo-2024a").folder / "Larkspur_Compute"
+    folder = tmp_path / "bundle" / "Larkspur_Compute"
+    (folder / "systems").mkdir(parents=True)
+    shutil.copyfile(source / "systems/atlas_lx4_n1.json", folder / "systems/atlas_lx4_n1.json")
+    shutil.copytree(source / "results/atlas_lx4_n1/resnet", folder / "results/atlas_lx4_n1/resnet")
+    archive = tmp_path / "bundle.tar.gz"
+    archive.write_bytes(tar_gz_of(folder))
+    return archive, folder
+
+
+def _received(people: Any, round_open: Any, archive: Path, django_capture_on_commit_callbacks: Any) -> Submission:
+    """An upload stored and waiting for its verification (the queued task is not run)."""
+    with django_capture_on_commit_callbacks(execute=False):
+        outcome = submissions.submission_upload(actor=people.alice, organization=people.acme, round=round_open,
+                                                archive=archive, original_name="bundle.tar.gz")
+    return outcome.submission
+
+
+def _read(sha256: str) -> bytes:
+    with storage.open_run_log(sha256) as handle:
+        return handle.read()
+
+
+def _logs_of(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in folder.rglob("result_*.txt")}
+
+
+def _every_run_has_its_log() -> None:
+    for sha256 in Run.objects.values_list("sha256", flat=True):
+        assert storage.has_run_log(sha256), sha256
+
+
+def test_a_verified_upload_keeps_every_run_log_byte_for_byte(people, round_open, bundle,
+                                                             django_capture_on_commit_callbacks) -> None:
+    archive, folder = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    runs = list(Run.objects.filter(result__submission=submission))
+    originals = _logs_of(folder)
+    assert len(runs) == len(originals) == 5
+    for run in runs:
+        assert _read(run.sha256) == originals[run.name]
+        assert storage.run_log_key(run.sha256) == f"logs/{run.sha256[:2]}/{run.sha256}.txt"
+
+
+def test_an_imported_tree_keeps_every_run_log(make_tree) -> None:
+    tree = make_tree(RESNET, SSD)
+    summary = import_tree(tree, jobs=1)
+    assert summary.errors == 0
+    runs = list(Run.objects.all())
+    assert len(runs) == len(list(tree.rglob("result_*.txt")))
+    for run in runs:
+        assert _read(run.sha256) == (tree / run.file).read_bytes()
+
+
+def test_importing_again_gives_older_imports_their_logs(make_tree, settings) -> None:
+    """Results imported before logs were kept: importing the same tree again stores them, verifying nothing."""
+    tree = make_tree(RESNET)
+    import_tree(tree, jobs=1)
+    shutil.rmtree(Path(settings.PODIUM_BUNDLE_DIR).parent / storage.RUN_LOGS)
+    assert not any(storage.has_run_log(sha) for sha in Run.objects.values_list("sha256", flat=True))
+    again = import_tree(tree, jobs=1)
+    assert [o.status for o in again.outcomes] == ["unchanged"]
+    _every_run_has_its_log()
+
+
+def test_a_log_that_changes_after_it_was_judged_is_a_platform_fault_and_stores_no_run(
+        people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks) -> None:
+    archive, folder = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    real = submissions.verify_item
+
+    def then_tampered(source: Any, *args: Any, **kwargs: Any) -> Any:
+        report = real(source, *args, **kwargs)
+        log = source.result_files[0]
+        log.write_bytes(log.read_bytes() + b":::MLLOG {\"forged\": true}\n")  # after hashing, before storing
+        return report
+
+    monkeypatch.setattr(submissions, "verify_item", then_tampered)
+    with pytest.raises(submissions.PlatformFault, match="does not match the checksum"):
+        submissions.submission_verify(submission_id=submission.pk)
+    submission.refresh_from_db()
+    assert submission.state == Submission.State.RECEIVED  # handed back for a retry, not blamed on the bundle
+    assert not Result.objects.filter(submission=submission).exists()
+    forged = hashlib.sha256(_logs_of(folder)["result_0.txt"] + b":::MLLOG {\"forged\": true}\n").hexdigest()
+    assert not storage.has_run_log(forged)
+
+    monkeypatch.setattr(submissions, "verify_item", real)  # the retry sees the stored bundle's true bytes
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    _every_run_has_its_log()
+
+
+def test_a_failing_log_store_hands_the_upload_back_with_nothing_stored(people, round_open, bundle, monkeypatch,
+                                                                       django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+
+    def full_disk(data: bytes, sha256: str) -> str:
+        raise storage.StorageError("No space left on device")
+
+    monkeypatch.setattr(storage, "put_run_log", full_disk)
+    with pytest.raises(submissions.PlatformFault, match="No space left"):
+        submissions.submission_verify(submission_id=submission.pk)
+    submission.refresh_from_db()
+    assert submission.state == Submission.State.RECEIVED and "No space left" in submission.error_detail
+    assert not Run.objects.exists()
+
+
+def test_an_import_whose_log_changes_after_judging_stores_no_result_for_that_item(make_tree, monkeypatch) -> None:
+    tree = make_tree(RESNET, SSD)
+    real = importer.verify_item
+
+    def then_tampered(source: Any, *args: Any, **kwargs: Any) -> Any:
+        report = real(source, *args, **kwargs)
+        if source.benchmark == "ssd":
+            source.result_files[0].write_bytes(b"other bytes\n")
+        return report
+
+    monkeypatch.setattr(importer, "verify_item", then_tampered)
+    outcomes = {o.source.benchmark: o for o in import_tree(tree, jobs=1).outcomes}
+    assert outcomes["ssd"].status == "error" and "does not match the checksum" in outcomes["ssd"].error
+    assert outcomes["resnet"].status == "new"
+    assert list(Result.objects.values_list("benchmark_key", flat=True)) == ["resnet"]
+    _every_run_has_its_log()
+
+
+def test_the_backfill_stores_what_older_uploads_lack_and_is_idempotent(people, round_open, bundle, settings,
+                                                                       django_capture_on_commit_callbacks,
+                                                                       capsys) -> None:
+    archive, folder = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    submissions.submission_verify(submission_id=submission.pk)
+    shutil.rmtree(Path(settings.PODIUM_BUNDLE_DIR).parent / storage.RUN_LOGS)  # as before logs were kept
+
+    call_command("store_run_logs", "--dry-run")
+    assert "5 run log(s) of 1 upload(s) missing" in capsys.readouterr().out
+    assert not any(storage.has_run_log(sha) for sha in Run.objects.values_list("sha256", flat=True))
+    call_command("store_run_logs")
+    assert "stored 5 run log(s)" in capsys.readouterr().out
+    originals = _logs_of(folder)
+    for run in Run.objects.all():
+        assert _read(run.sha256) == originals[run.name]
+    call_command("store_run_logs")
+    assert capsys.readouterr().out.startswith("stored 0 run log(s) from 0 upload(s); 5 already stored")
+
+
+def test_the_backfill_reports_a_lost_bundle_and_fails(people, round_open, bundle, settings,
+                                                      django_capture_on_commit_callbacks, capsys) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    submissions.submission_verify(submission_id=submission.pk)
+    root = Path(settings.PODIUM_BUNDLE_DIR).parent
+    shutil.rmtree(root / storage.RUN_LOGS)
+    stored = Path(settings.PODIUM_BUNDLE_DIR) / submission.bundle_path
+    stored.chmod(0o644)
+    stored.write_bytes(b"damaged")
+    with pytest.raises(CommandError, match="could not be backfilled"):
+        call_command("store_run_logs")
+    assert f"submission #{submission.pk}: StorageError" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address", ["../../etc/passwd", "A" * 64, "0" * 63, "0" * 64 + "/x", ""])
+def test_a_run_log_address_must_be_a_sha256(address: str) -> None:
+    with pytest.raises(ValueError, match="not a sha256"):
+        storage.run_log_key(address)
+    with pytest.raises(ValueError):
+        storage.open_run_log(address)
+
+
+def test_a_log_is_stored_once_and_never_under_the_wrong_address(settings) -> None:
+    data = b":::MLLOG {}\n"
+    sha256 = hashlib.sha256(data).hexdigest()
+    key = storage.put_run_log(data, sha256)
+    assert storage.put_run_log(data, sha256) == key  # the same bytes again: the same file
+    assert _read(sha256) == data
+    with pytest.raises(storage.StorageError):
+        storage.put_run_log(b"other", sha256)
+    assert _read(sha256) == data
+    with pytest.raises(FileNotFoundError):
+        storage.open_run_log("f" * 64)
+    leftovers = [p for p in (Path(settings.PODIUM_BUNDLE_DIR).parent / storage.RUN_LOGS).rglob("*")
+                 if p.name.startswith(".incoming-")]
+    assert leftovers == []
+
+
+def test_run_logs_are_kept_in_a_bucket_too(people, round_open, bundle, bucket,  # noqa: F811 (a fixture)
+                                           django_capture_on_commit_callbacks) -> None:
+    archive, folder = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    client, name = bucket
+    keys = {item["Key"] for item in client.list_objects_v2(Bucket=name).get("Contents", [])}
+    originals = _logs_of(folder)
+    for run in Run.objects.filter(result__submission=submission):
+        assert storage.run_log_key(run.sha256) in keys
+        assert _read(run.sha256) == originals[run.name]
