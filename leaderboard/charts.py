@@ -15,12 +15,18 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-# Plotly's own qualitative palette; with more submitters than colours they repeat, and the legend
-# and the hover text still name each one.
-PALETTE = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#ff97ff",
-           "#fecb52", "#1f77b4", "#8c564b"]
+from leaderboard import formatting
+
+# Okabe & Ito's colour-blind-safe palette (https://jfly.uni-koeln.de/color/), black left out for the
+# front and target lines. Each series also gets its own marker symbol, and the two lists have coprime
+# lengths, so the first 70 series differ in colour or shape even to a reader who sees no colour.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "triangle-down", "star", "pentagon", "hexagon",
+           "cross"]
+# static/charts.js repaints these two neutrals in the page's text colour in dark mode.
 TARGET_COLOUR = "#444444"
 FRONT_COLOUR = "#111111"
+MAX_TICKS = 8
 
 # Benchmarks whose eval_accuracy is not one number: the metric the quality target is about.
 # maskrcnn logs {"BBOX": …, "SEGM": …} and its target is on box mAP first; stable_diffusion logs
@@ -90,13 +96,34 @@ class Chart:
     notes: list[str] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
+    # One line under the plot saying what to read from it; static/charts.js draws it.
+    caption: str = ""
+    # Set when there is nothing to draw: charts.js shows this text instead of bare axes.
+    empty: str = ""
+
+    def numeric_columns(self) -> list[int]:
+        """Indexes of the table columns that hold only figures (or dashes): the page right-aligns them."""
+        def is_figure(cell: str) -> bool:
+            return _number(_parse(cell)) is not None or cell in ("—", "")
+
+        return [i for i in range(len(self.columns))
+                if self.rows and all(is_figure(row[i]) for row in self.rows if i < len(row))
+                and any(_parse(row[i]) is not None for row in self.rows if i < len(row))]
 
     def as_json(self) -> dict[str, Any]:
-        return {"figure": self.figure, "notes": self.notes, "table": {"columns": self.columns, "rows": self.rows}}
+        return {"figure": self.figure, "notes": self.notes, "caption": self.caption, "empty": self.empty,
+                "table": {"columns": self.columns, "rows": self.rows}}
 
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers
+
+
+def _parse(cell: str) -> float | None:
+    try:
+        return float(cell.replace(",", "").rstrip("%"))
+    except ValueError:
+        return None
 
 
 def _number(value: Any) -> float | None:
@@ -105,16 +132,79 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _minutes(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.2f}"
+_minutes = formatting.minutes
+_count = formatting.count
 
 
-def _count(value: int | None) -> str:
-    return "—" if value is None else str(value)
+def style(index: int) -> tuple[str, str]:
+    """The colour and marker symbol of the index-th series."""
+    return PALETTE[index % len(PALETTE)], SYMBOLS[index % len(SYMBOLS)]
 
 
-def _colours(names: Sequence[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(names)))}
+def _styles(names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    return {name: style(i) for i, name in enumerate(sorted(set(names)))}
+
+
+def _marker(colour: str, symbol: str, size: int = 10) -> dict[str, Any]:
+    return {"color": colour, "symbol": symbol, "size": size, "line": {"width": 1, "color": "#ffffff"}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Axis ticks: plotly's automatic log ticks label minor ticks ("6 7 8 9 100 2 3") and print raw floats
+# ("9.85396"); these give explicit tick values and texts instead.
+
+
+def tick_text(value: float) -> str:
+    """1, 1,024, 0.5, 2.5: three significant digits at most, no trailing zeros."""
+    text = formatting.figure(value)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _positive(values: Sequence[Any]) -> list[float]:
+    return [v for v in (_number(x) for x in values) if v is not None and v > 0]
+
+
+def count_ticks(values: Sequence[Any]) -> dict[str, Any]:
+    """Log-axis ticks at powers of two (1, 2, 4, 8 …), thinned to powers of 4 or 8 (1, 8, 64, 512 …) so that
+    no more than MAX_TICKS show; for accelerator and host counts, which are mostly powers of two."""
+    numbers = _positive(values)
+    if not numbers:
+        return {}
+    low, high = math.floor(math.log2(min(numbers))), math.ceil(math.log2(max(numbers)))
+    step = 1
+    while (high // step - math.ceil(low / step) + 1) > MAX_TICKS:
+        step += 1
+    exponents = [e for e in range(low, high + 1) if e % step == 0] or [low]
+    ticks = [2.0 ** e for e in exponents]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [tick_text(t) for t in ticks],
+            "range": _log_range(numbers, ticks), "minor": {"showgrid": False}}
+
+
+def value_ticks(values: Sequence[Any]) -> dict[str, Any]:
+    """Log-axis ticks at 1, 2, 5 × 10^k (minutes, speedups), finer when the data span less than that."""
+    numbers = _positive(values)
+    if not numbers:
+        return {}
+    low, high = min(numbers) / 1.15, max(numbers) * 1.15
+    ticks: list[float] = []
+    for mantissas in ([1, 2, 5], [1, 1.5, 2, 3, 5, 7], [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9]):
+        ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+                 for m in mantissas if low <= m * 10.0 ** e <= high]
+        if len(ticks) >= 3:
+            break
+    if len(ticks) < 2:
+        ticks = sorted({float(formatting.figure(v).replace(",", "")) for v in (min(numbers), max(numbers))})
+    while len(ticks) > MAX_TICKS:
+        ticks = ticks[::2]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [tick_text(t) for t in ticks],
+            "range": _log_range(numbers, ticks), "minor": {"showgrid": False}}
+
+
+def _log_range(numbers: Sequence[float], ticks: Sequence[float]) -> list[float]:
+    # A little room around the data (and the outer ticks) so markers are not cut in half at the edge.
+    low = min(min(numbers) / 1.3, min(ticks) if min(ticks) >= min(numbers) / 2 else math.inf)
+    high = max(max(numbers) * 1.3, max(ticks) if max(ticks) <= max(numbers) * 2 else -math.inf)
+    return [math.log10(low), math.log10(high)]
 
 
 def _scored(points: Sequence[ResultPoint]) -> list[ResultPoint]:
@@ -123,19 +213,15 @@ def _scored(points: Sequence[ResultPoint]) -> list[ResultPoint]:
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "title": {"text": title},
+        "title": {"text": title, "font": {"size": 15}},
         "hovermode": "closest",
+        "hoverlabel": {"align": "left"},
         "margin": {"l": 70, "r": 30, "t": 60, "b": 60},
+        # Beside the plot on wide screens; static/charts.js moves it below on narrow ones.
         "legend": {"orientation": "v"},
+        "separators": ".,",
     }
     layout.update(extra)
-    return layout
-
-
-def _empty(layout: dict[str, Any], text: str) -> dict[str, Any]:
-    layout["annotations"] = [*layout.get("annotations", []), {
-        "text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False,
-        "font": {"size": 14, "color": "#667085"}}]
     return layout
 
 
@@ -166,14 +252,18 @@ def pareto_front(points: Sequence[ResultPoint]) -> list[ResultPoint]:
     return front
 
 
-def _hover(axis_label: str) -> str:
+def _hover(axis_label: str = "") -> str:
+    # The figures come pre-formatted in customdata (leaderboard.formatting), so hover and table agree.
     return ("<b>%{customdata[1]}</b><br>%{customdata[2]} · %{customdata[3]}<br>"
-            f"%{{x}} {axis_label}<br>%{{y:.2f}} min<extra>%{{fullData.name}}</extra>")
+            "%{customdata[4]}<br>%{customdata[5]} min<extra>%{fullData.name}</extra>")
 
 
 def _customdata(points: Sequence[ResultPoint]) -> list[list[Any]]:
     # The URL comes first: static/charts.js opens it when a point is clicked.
-    return [[p.url, p.system, p.submitter, p.accelerator_model or "accelerator unknown"] for p in points]
+    return [[p.url, p.system, p.submitter, p.accelerator_model or "accelerator unknown",
+             formatting.scale(p.accelerators, p.accelerator_model or "accelerators", p.hosts)
+             if p.accelerators else f"CPU only, {_count(p.hosts)} host(s)",
+             _minutes(p.minutes)] for p in points]
 
 
 def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
@@ -182,31 +272,33 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     placed = sorted((p for p in scored if p.accelerators), key=lambda p: (p.accelerators, p.minutes, p.id))
     cpu_only = [p for p in scored if p.accelerators == 0]
     unknown = [p for p in scored if p.accelerators is None]
-    colours = _colours([p.submitter for p in placed + cpu_only])
+    styles = _styles([p.submitter for p in placed + cpu_only])
     traces: list[dict[str, Any]] = []
-    for submitter, colour in colours.items():
+    for submitter, (colour, symbol) in styles.items():
         mine = [p for p in placed if p.submitter == submitter]
         if not mine:
             continue
         traces.append({
             "type": "scatter", "mode": "markers", "name": submitter, "legendgroup": submitter,
             "x": [p.accelerators for p in mine], "y": [p.minutes for p in mine],
-            "customdata": _customdata(mine), "hovertemplate": _hover("accelerators"),
-            "marker": {"color": colour, "size": 10, "line": {"width": 1, "color": "#ffffff"}},
+            "customdata": _customdata(mine), "hovertemplate": _hover(),
+            "marker": _marker(colour, symbol, 11),
         })
     front = pareto_front(placed)
     if front:
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": "Pareto front (fastest at this scale or fewer)",
             "x": [p.accelerators for p in front], "y": [p.minutes for p in front],
-            "customdata": _customdata(front), "hovertemplate": _hover("accelerators"),
+            "customdata": _customdata(front), "hovertemplate": _hover(),
             "line": {"color": FRONT_COLOUR, "width": 1.5, "shape": "hv"},
             "marker": {"color": FRONT_COLOUR, "size": 5, "symbol": "diamond"},
         })
     layout = _layout(
         title,
-        xaxis={"type": "log", "title": {"text": "Accelerators (log scale)"}},
-        yaxis={"type": "log", "title": {"text": "Time to train, minutes (log scale)"}},
+        xaxis={"type": "log", "title": {"text": "Accelerators (log scale)"},
+               **count_ticks([p.accelerators for p in placed])},
+        yaxis={"type": "log", "title": {"text": "Time to train, minutes (log scale)"},
+               **value_ticks([p.minutes for p in scored if p.accelerators or p.hosts])},
     )
     notes: list[str] = []
     drawn_cpu = [p for p in cpu_only if p.hosts]
@@ -214,12 +306,12 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
         traces.append({
             "type": "scatter", "mode": "markers", "name": "CPU-only (x = hosts, top axis)", "xaxis": "x2",
             "x": [p.hosts for p in drawn_cpu], "y": [p.minutes for p in drawn_cpu],
-            "customdata": _customdata(drawn_cpu), "hovertemplate": _hover("hosts"),
-            "marker": {"color": [colours[p.submitter] for p in drawn_cpu], "size": 10, "symbol": "square-open",
+            "customdata": _customdata(drawn_cpu), "hovertemplate": _hover(),
+            "marker": {"color": [styles[p.submitter][0] for p in drawn_cpu], "size": 10, "symbol": "square-open",
                        "line": {"width": 2}},
         })
         layout["xaxis2"] = {"type": "log", "overlaying": "x", "side": "top",
-                            "title": {"text": "Hosts (CPU-only results)"}}
+                            "title": {"text": "Hosts (CPU-only results)"}, **count_ticks([p.hosts for p in drawn_cpu])}
         # Room above the plot for the top axis, with the title above it rather than on it.
         layout["margin"]["t"] = 130
         layout["title"].update({"y": 0.98, "yanchor": "top"})
@@ -231,8 +323,6 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     if unknown:
         names = ", ".join(_point_label(p) for p in unknown)
         notes.append(f"Not drawn, accelerator count unknown: {names}.")
-    if not traces:
-        _empty(layout, "No scored results")
     rows = [[p.submitter, p.system, p.accelerator_model or "—", _count(p.accelerators), _count(p.hosts),
              _minutes(p.minutes), "yes" if p in front else ""]
             for p in sorted(scored, key=lambda p: (p.accelerators or 0, p.minutes, p.id))]
@@ -241,6 +331,9 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
         columns=["Submitter", "System", "Accelerator", "Accelerators", "Hosts", "Time to train (min)",
                  "Pareto front"],
         rows=rows,
+        caption="Lower is faster, further left is smaller: the front line shows the fastest time reached "
+                "on that many accelerators or fewer.",
+        empty="" if traces else "No scored results in this division yet.",
     )
 
 
@@ -273,7 +366,12 @@ def history_chart(entries: Sequence[RoundEntry], *, scale: int, title: str) -> C
     rows: list[list[str]] = []
     missing: list[str] = []
     cpu_fastest: list[str] = []
+    minutes_drawn: list[float | None] = []
+    counts_drawn: list[int | None] = []
     for index, segment in enumerate(segments):
+        # Two series per segment, each with its own colour and marker (2·index, 2·index + 1).
+        time_colour, time_symbol = style(2 * index)
+        count_colour, count_symbol = style(2 * index + 1)
         suffix = f" — {segment[0].model or 'model unknown'}" if split else ""
         group = f"segment-{index}"
         at_scale = [fastest([p for p in e.results if p.accelerators == scale]) for e in segment]
@@ -284,19 +382,24 @@ def history_chart(entries: Sequence[RoundEntry], *, scale: int, title: str) -> C
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": f"Fastest on {scale} accelerators{suffix}",
             "legendgroup": group, "x": labels, "y": [p.minutes if p else None for p in at_scale],
-            "customdata": [[p.url, p.system, p.submitter] if p else ["", "", ""] for p in at_scale],
-            "hovertemplate": "<b>%{customdata[1]}</b><br>%{customdata[2]}<br>%{y:.2f} min<extra>%{x}</extra>",
-            "line": {"color": PALETTE[index % len(PALETTE)]}, "marker": {"size": 9},
+            "customdata": [[p.url, p.system, p.submitter, _minutes(p.minutes)] if p else ["", "", "", ""]
+                           for p in at_scale],
+            "hovertemplate": "<b>%{customdata[1]}</b><br>%{customdata[2]}<br>%{customdata[3]} min<extra>%{x}</extra>",
+            "line": {"color": time_colour, "width": 2}, "marker": _marker(time_colour, time_symbol, 10),
         })
         traces.append({
             "type": "scatter", "mode": "lines+markers", "yaxis": "y2",
             "name": f"Accelerators of the round's fastest result{suffix}", "legendgroup": group,
             "x": labels, "y": [p.accelerators if p is not None and p.accelerators else None for p in overall],
-            "customdata": [[p.url, p.system, p.submitter, p.minutes] if p else ["", "", "", None] for p in overall],
-            "hovertemplate": ("<b>%{customdata[1]}</b><br>%{customdata[2]}<br>%{y} accelerators, "
-                              "%{customdata[3]:.2f} min<extra>%{x}</extra>"),
-            "line": {"color": PALETTE[index % len(PALETTE)], "dash": "dot"}, "marker": {"symbol": "triangle-up"},
+            "customdata": [[p.url, p.system, p.submitter, _minutes(p.minutes), _count(p.accelerators)]
+                           if p else ["", "", "", "", ""] for p in overall],
+            "hovertemplate": ("<b>%{customdata[1]}</b><br>%{customdata[2]}<br>%{customdata[4]} accelerators, "
+                              "%{customdata[3]} min<extra>%{x}</extra>"),
+            "line": {"color": count_colour, "dash": "dot", "width": 2},
+            "marker": _marker(count_colour, count_symbol, 10),
         })
+        minutes_drawn += traces[-2]["y"]
+        counts_drawn += traces[-1]["y"]
         for entry, best_at_scale, best in zip(segment, at_scale, overall, strict=True):
             rows.append([
                 entry.label, entry.model or "—",
@@ -310,9 +413,10 @@ def history_chart(entries: Sequence[RoundEntry], *, scale: int, title: str) -> C
         title,
         xaxis={"type": "category", "categoryorder": "array", "categoryarray": [e.label for e in entries],
                "title": {"text": "Round (publication order)"}},
-        yaxis={"type": "log", "title": {"text": f"Fastest on {scale} accelerators, minutes (log)"}},
-        yaxis2={"type": "log", "overlaying": "y", "side": "right", "tickformat": ",d",
-                "title": {"text": "Accelerators of the fastest result (log)"}},
+        yaxis={"type": "log", "title": {"text": f"Fastest on {scale} accelerators, minutes (log)"},
+               **value_ticks(minutes_drawn)},
+        yaxis2={"type": "log", "overlaying": "y", "side": "right", "showgrid": False,
+                "title": {"text": "Accelerators of the fastest result (log)"}, **count_ticks(counts_drawn)},
         legend={"orientation": "h", "y": -0.25},
         margin={"l": 70, "r": 70, "t": 60, "b": 110},
     )
@@ -338,13 +442,15 @@ def history_chart(entries: Sequence[RoundEntry], *, scale: int, title: str) -> C
     if cpu_fastest:
         notes.append(f"The fastest result is CPU-only (0 accelerators, not on the log axis) in: "
                      f"{', '.join(cpu_fastest)}.")
-    if not entries:
-        _empty(layout, "No rounds with this benchmark")
+    drawn = any(v is not None for v in minutes_drawn + counts_drawn)
     return Chart(
         figure={"data": traces, "layout": layout}, notes=notes,
         columns=["Round", "Benchmark model", f"Fastest on {scale} accelerators (min)", "By",
                  "Fastest overall (min)", "Its accelerators", "By"],
         rows=rows,
+        caption=f"A falling solid line means the fastest time on {scale} accelerators improved from round to "
+                "round; the dotted line shows how large the overall fastest systems were.",
+        empty="" if drawn else "No rounds with scored results for this benchmark and division yet.",
     )
 
 
@@ -432,12 +538,12 @@ def convergence_chart(curves: Sequence[RunCurve], *, benchmark_key: str, quality
         name = f"Run {curve.position + 1}"
         if curve.dropped:
             name += f" ({DROPPED_LABELS.get(curve.dropped, 'dropped')})"
-        colour = PALETTE[curve.position % len(PALETTE)]
+        colour, symbol = style(curve.position)
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": name, "x": x_values, "y": y_values,
             "line": {"color": colour, "dash": "dash" if curve.dropped else "solid"},
-            "marker": {"color": colour, "size": 5},
-            "hovertemplate": f"{name}<br>{AXIS_TITLES[axis]} %{{x}}<br>%{{y:.4g}}<extra></extra>",
+            "marker": {"color": colour, "size": 6, "symbol": symbol},
+            "hovertemplate": f"{name}<br>{AXIS_TITLES[axis]} %{{x:,.4~g}}<br>%{{y:.4g}}<extra></extra>",
         })
         rows.append([name, "no" if curve.dropped else "yes", str(len(y_values)),
                      f"{y_values[-1]:.4g}" if y_values else "—",
@@ -464,11 +570,15 @@ def convergence_chart(curves: Sequence[RunCurve], *, benchmark_key: str, quality
         notes.append(f"{skipped} evaluation point(s) without a numeric value or {axis} are left out.")
     if target_direction == "lower":
         notes.append("Lower is better for this metric: a run converges when it falls to the target.")
-    layout = _layout(title, xaxis={"title": {"text": AXIS_TITLES[axis]}}, yaxis={"title": {"text": label}})
-    if not xs:
-        _empty(layout, "No evaluations logged")
+    layout = _layout(title, xaxis={"title": {"text": AXIS_TITLES[axis]}, "tickformat": "~s" if axis == "samples"
+                                   else ",.4~g"},
+                     yaxis={"title": {"text": label}, "tickformat": ".4~g"})
+    towards = "falls to" if target_direction == "lower" else "rises to"
     return Chart(figure={"data": traces, "layout": layout}, notes=notes,
-                 columns=["Run", "In score", "Evaluations", "Last value", "Reached target"], rows=rows)
+                 columns=["Run", "In score", "Evaluations", "Last value", "Reached target"], rows=rows,
+                 caption=f"Each line is one run; a run converges where it {towards} the dotted target line, and "
+                         "dashed runs are the ones olympic scoring drops.",
+                 empty="" if xs else "No evaluations logged for this result.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,18 +619,20 @@ def scaling_efficiency(points: Sequence[ResultPoint]) -> list[ScalingRow]:
 def scaling_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     rows = scaling_efficiency(points)
     families = list(dict.fromkeys(r.family for r in rows))
-    colours = _colours(families)
+    styles = _styles(families)
     traces: list[dict[str, Any]] = []
     for family in families:
         mine = [r for r in rows if r.family == family]
-        colour = colours[family]
-        data = [[r.point.url, r.point.system, r.point.minutes, r.speedup, r.efficiency * 100] for r in mine]
-        hover = ("<b>%{customdata[1]}</b><br>%{x} accelerators, %{customdata[2]:.2f} min<br>"
-                 "speedup ×%{customdata[3]:.2f}, efficiency %{customdata[4]:.1f}%<extra>" + family + "</extra>")
+        colour, symbol = styles[family]
+        data = [[r.point.url, r.point.system, _minutes(r.point.minutes), f"{r.speedup:.2f}",
+                 f"{r.efficiency * 100:.1f}", _count(r.accelerators)] for r in mine]
+        hover = ("<b>%{customdata[1]}</b><br>%{customdata[5]} accelerators, %{customdata[2]} min<br>"
+                 "speedup ×%{customdata[3]}, efficiency %{customdata[4]}%<extra>" + family + "</extra>")
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": family, "legendgroup": family,
             "x": [r.accelerators for r in mine], "y": [r.speedup for r in mine], "yaxis": "y",
-            "customdata": data, "hovertemplate": hover, "line": {"color": colour}, "marker": {"color": colour},
+            "customdata": data, "hovertemplate": hover, "line": {"color": colour},
+            "marker": _marker(colour, symbol, 9),
         })
         traces.append({
             "type": "scatter", "mode": "lines", "name": f"{family}: ideal (linear) speedup", "legendgroup": family,
@@ -531,13 +643,15 @@ def scaling_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
             "type": "scatter", "mode": "lines+markers", "name": f"{family}: efficiency", "legendgroup": family,
             "showlegend": False, "x": [r.accelerators for r in mine], "y": [r.efficiency * 100 for r in mine],
             "yaxis": "y2", "customdata": data, "hovertemplate": hover, "line": {"color": colour},
-            "marker": {"color": colour, "symbol": "square"},
+            "marker": _marker(colour, symbol, 9),
         })
     layout = _layout(
         title,
-        xaxis={"type": "log", "anchor": "y2", "title": {"text": "Accelerators (log scale)"}},
-        yaxis={"type": "log", "domain": [0.55, 1], "title": {"text": "Speedup vs. smallest size"}},
-        yaxis2={"domain": [0, 0.45], "anchor": "x", "rangemode": "tozero",
+        xaxis={"type": "log", "anchor": "y2", "title": {"text": "Accelerators (log scale)"},
+               **count_ticks([r.accelerators for r in rows])},
+        yaxis={"type": "log", "domain": [0.55, 1], "title": {"text": "Speedup vs. smallest size"},
+               **count_ticks([r.speedup for r in rows] + [r.accelerators / r.smallest for r in rows])},
+        yaxis2={"domain": [0, 0.45], "anchor": "x", "rangemode": "tozero", "ticksuffix": "%",
                 "title": {"text": "Efficiency, %"}},
         shapes=[{"type": "line", "xref": "paper", "yref": "y2", "x0": 0, "x1": 1, "y0": 100, "y1": 100,
                  "line": {"dash": "dot", "color": "#999999"}}],
@@ -546,13 +660,15 @@ def scaling_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     notes = ["Derived — not an official score. Each family is one submitter's systems with one accelerator "
              "model; speedup and efficiency are against the family's smallest size (dotted: ideal linear "
              "speedup, 100 % efficiency)."]
-    if not rows:
-        _empty(layout, "No family with results at two or more sizes")
     table = [[r.family, r.point.system, str(r.accelerators), _minutes(r.point.minutes), f"{r.speedup:.2f}",
               f"{r.efficiency * 100:.1f}%"] for r in rows]
     return Chart(figure={"data": traces, "layout": layout}, notes=notes,
                  columns=["Family (submitter · accelerator)", "System", "Accelerators", "Time to train (min)",
-                          "Speedup", "Efficiency"], rows=table)
+                          "Speedup", "Efficiency"], rows=table,
+                 caption="The closer a family's line runs to its dotted ideal (and to 100 % below), the better it "
+                         "turns more accelerators into less time.",
+                 empty="" if rows else "No system family has results at two or more sizes here, so there is "
+                                       "no scaling to show.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,13 +694,14 @@ def spread_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
         traces.append({
             "type": "bar", "orientation": "h", "name": "Run-to-run CV",
             "x": [p.runs_cv * 100 for p in with_cv],  # type: ignore[operator]
-            "y": labels, "customdata": [[p.url, p.system, p.minutes] for p in with_cv],
-            "hovertemplate": "%{y}<br>CV %{x:.2f}%<br>score %{customdata[2]:.2f} min<extra></extra>",
+            "y": labels, "customdata": [[p.url, p.system, _minutes(p.minutes)] for p in with_cv],
+            "hovertemplate": "%{y}<br>CV %{x:.2f}%<br>score %{customdata[2]} min<extra></extra>",
             "marker": {"color": PALETTE[0]},
         })
     layout = _layout(
         title,
-        xaxis={"title": {"text": "Coefficient of variation of the successful runs' times, %"}, "rangemode": "tozero"},
+        xaxis={"title": {"text": "Coefficient of variation of the successful runs' times, %"}, "rangemode": "tozero",
+               "ticksuffix": "%", "tickformat": ".2~f"},
         yaxis={"type": "category", "automargin": True},
         height=max(320, 26 * len(with_cv) + 140),
         margin={"l": 220, "r": 30, "t": 60, "b": 60},
@@ -594,12 +711,13 @@ def spread_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
              "(Result.runs_cv)."]
     if without:
         notes.append(f"{len(without)} result(s) have fewer than two successful runs and no CV.")
-    if not with_cv:
-        _empty(layout, "No result with two or more successful runs")
     rows = [[label, _minutes(p.minutes), f"{p.runs_cv * 100:.2f}%"]  # type: ignore[operator]
             for label, p in zip(labels, with_cv, strict=True)]
     return Chart(figure={"data": traces, "layout": layout}, notes=notes,
-                 columns=["Result (accelerators)", "Score (min)", "Run-to-run CV"], rows=rows)
+                 columns=["Result (accelerators)", "Score (min)", "Run-to-run CV"], rows=rows,
+                 caption="Shorter bars are steadier: their runs took nearly the same time, so one score says more.",
+                 empty="" if with_cv else "No result here has two or more successful runs, so there is no "
+                                          "spread to show.")
 
 
 def run_times_chart(runs: Sequence[RunTime], *, raw_score: float | None, title: str) -> Chart:
@@ -614,27 +732,29 @@ def run_times_chart(runs: Sequence[RunTime], *, raw_score: float | None, title: 
             traces.append({
                 "type": "scatter", "mode": "markers", "name": name, "x": [r.position + 1 for r in mine],
                 "y": [r.minutes for r in mine],
-                "customdata": [[DROPPED_LABELS.get(r.dropped, "in the olympic mean")] for r in mine],
-                "hovertemplate": "Run %{x}: %{y:.2f} min<br>%{customdata[0]}<extra></extra>",
-                "marker": {"size": 11, "symbol": symbol, "color": PALETTE[0] if not mine[0].dropped else "#999999",
+                "customdata": [[DROPPED_LABELS.get(r.dropped, "in the olympic mean"), _minutes(r.minutes)]
+                               for r in mine],
+                "hovertemplate": "Run %{x}: %{customdata[1]} min<br>%{customdata[0]}<extra></extra>",
+                "marker": {"size": 11, "symbol": symbol, "color": PALETTE[0] if not mine[0].dropped else PALETTE[3],
                            "line": {"width": 2}},
             })
     if raw_score is not None and ordered:
         traces.append({
-            "type": "scatter", "mode": "lines", "name": f"Olympic mean ({raw_score:.2f} min)",
+            "type": "scatter", "mode": "lines", "name": f"Olympic mean ({_minutes(raw_score)} min)",
             "x": [0.5, len(ordered) + 0.5], "y": [raw_score, raw_score], "hoverinfo": "name",
             "line": {"color": TARGET_COLOUR, "dash": "dot"},
         })
     layout = _layout(title, xaxis={"title": {"text": "Run"}, "dtick": 1},
-                     yaxis={"title": {"text": "Time to train, minutes"}})
+                     yaxis={"title": {"text": "Time to train, minutes"}, "tickformat": ",.4~g"})
     notes = []
     untimed = [r for r in ordered if _number(r.minutes) is None]
     if untimed:
         notes.append(f"No time to train for run(s) {', '.join(str(r.position + 1) for r in untimed)} "
                      "(run_start or run_stop missing).")
-    if not timed:
-        _empty(layout, "No run has a time to train")
     rows = [[str(r.position + 1), _minutes(r.minutes), DROPPED_LABELS.get(r.dropped, "in the olympic mean")]
             for r in ordered]
     return Chart(figure={"data": traces, "layout": layout}, notes=notes,
-                 columns=["Run", "Time to train (min)", "In score"], rows=rows)
+                 columns=["Run", "Time to train (min)", "In score"], rows=rows,
+                 caption="Filled points make the score (their mean is the dotted line); open points are the runs "
+                         "olympic scoring dropped.",
+                 empty="" if timed else "No run of this result has a time to train.")

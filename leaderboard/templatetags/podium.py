@@ -7,26 +7,65 @@ from django.template import Context
 from django.templatetags.static import static
 
 from ingest.panels import Panel
+from leaderboard import formatting, selectors
+from leaderboard.logs import excerpt, line_url, run_for_file
+from leaderboard.pages import FindingGroup, severity_counts
 from leaderboard.static_files import PLOTLY_JS
 
 register = template.Library()
 
 
-@register.filter
-def minutes(value: float | None) -> str:
-    """Scores as MLCommons prints them: minutes with two decimals, a dash for none."""
-    return "—" if value is None else f"{value:,.2f}"
+@register.filter(name="minutes")
+def minutes_filter(value: float | None) -> str:
+    """Minutes as leaderboard.formatting prints them (two decimals, as MLCommons), a dash for none."""
+    return formatting.minutes(value)
 
 
-@register.filter
-def exact(value: float | None) -> str:
-    """Full precision, so a reader can recompute a score by hand."""
-    return "—" if value is None else repr(value)
+@register.filter(name="exact")
+def exact_filter(value: float | None) -> str:
+    """Full precision, for a title attribute or a derivation a reader recomputes by hand."""
+    return formatting.exact(value)
 
 
-@register.filter
-def kwh(joules: float | None) -> str:
-    return "—" if joules is None else f"{joules / 3.6e6:,.3f} kWh"
+@register.filter(name="energy")
+def energy_filter(joules: float | None) -> str:
+    """Joules as kWh with three significant digits."""
+    return formatting.energy(joules)
+
+
+@register.filter(name="kwh")
+def kwh_filter(joules: float | None) -> str:
+    return formatting.energy(joules)
+
+
+@register.filter(name="count")
+def count_filter(value: int | None) -> str:
+    """Whole numbers with thousands separators."""
+    return formatting.count(value)
+
+
+@register.filter(name="figure")
+def figure_filter(value: float | None, digits: int = formatting.FIGURE_DIGITS) -> str:
+    """A derived figure with three (or `digits`) significant digits."""
+    return formatting.figure(value, int(digits))
+
+
+# The functions by their filter names too, for Python callers (tests import `minutes`).
+minutes = minutes_filter
+exact = exact_filter
+kwh = kwh_filter
+
+
+@register.filter(name="human")
+def human_filter(key: Any) -> str:
+    """A readable label for a key that has no declared label (prefer get_FOO_display where there is one)."""
+    return formatting.human_label(key)
+
+
+@register.simple_tag(name="scale_text")
+def scale_text_tag(accelerators: Any, model: Any, hosts: Any) -> str:
+    """{% scale_text system.accelerator_count system.accelerator_model_name system.number_of_nodes %}."""
+    return formatting.scale(accelerators, model, hosts)
 
 
 @register.filter
@@ -73,3 +112,64 @@ def panel(context: Context, panel: Panel) -> str:
     template = context.template.engine.get_template(panel.template)
     with context.push(**panel.context):
         return template.render(context)
+
+
+# --- issue 15: log links, flag anchors, navigation, system history ----------------------------------
+
+
+@register.simple_tag
+def log_url(result_pk: int, position: int, line: int | None = None) -> str:
+    """The log viewer at a run's log (and at `line`, when given)."""
+    return line_url(result_pk, position, line)
+
+
+@register.simple_tag
+def finding_log_url(finding: Any, runs: list[Any]) -> str:
+    """Where a finding's file and line open in the log viewer; empty when it names no run's log."""
+    run = next((r for r in runs if r.pk == finding.run_id), None) if finding.run_id else None
+    run = run or run_for_file(list(runs), finding.file)
+    if run is None:
+        return ""
+    return line_url(run.result_id, run.position, finding.line)
+
+
+@register.simple_tag
+def flag_anchor(flag: Any) -> dict[str, Any] | None:
+    """A flag's cited file and line: the viewer's URL there and the line's text (None without an anchor)."""
+    runs = list(flag.result.runs.all())
+    run = flag.run if flag.run_id else run_for_file(runs, flag.anchor_file)
+    if run is None:
+        return None
+    line = flag.anchor_line
+    return {"url": line_url(run.result_id, run.position, line), "run": run, "line": line,
+            "excerpt": excerpt(run, line) if line else None}
+
+
+@register.simple_tag(takes_context=True)
+def persona_links(context: Context) -> list[Any]:
+    request = context.get("request")
+    return selectors.persona_links(request.user) if request is not None else []
+
+
+@register.simple_tag(takes_context=True)
+def system_history(context: Context, system: Any) -> list[Any]:
+    """The same system in every round the visitor may see (leaderboard.selectors.system_history)."""
+    request = context.get("request")
+    return selectors.system_history(request.user, system) if request is not None else []
+
+
+@register.filter
+def severity_sorted(findings: Any) -> list[Any]:
+    """Errors first, then warnings, then notes; by line within each."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(findings, key=lambda f: (order.get(f.severity, 3), f.line or 0, f.pk or 0))
+
+
+@register.filter
+def findings_by_severity(findings_by_file: dict[str, list[Any]]) -> list[FindingGroup]:
+    """A {file: findings} mapping as groups with severity counts, the groups with errors (then warnings)
+    first and errors first within each; a group is open when it holds an error or a warning."""
+    groups = [FindingGroup(file=file, findings=severity_sorted(findings), counts=severity_counts(findings), run=None)
+              for file, findings in findings_by_file.items()]
+    groups.sort(key=lambda g: (-g.counts["error"], -g.counts["warning"], g.file))
+    return groups

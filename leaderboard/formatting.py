@@ -1,0 +1,122 @@
+"""The one rule for how Podium prints numbers a person reads (pure functions, no Django import).
+
+- Minutes (scores, run times): two decimals with thousands separators, `12.948949999999998` → `12.95`,
+  `1234.5` → `1,234.50`. MLCommons publishes scores with two decimals, and a fixed number of decimals
+  keeps a right-aligned column lined up on its decimal point; below 0.1 min, where two decimals would
+  read `0.00`, two significant digits (`0.0042`).
+- Energy: kWh with three significant digits (`1.23 kWh`, `12.3 kWh`, `123 kWh`, `1,234 kWh`): the power
+  logs are not more precise than that.
+- Derived figures (accelerator-minutes, ratios): three significant digits, never fewer than the integer
+  part (`figure`).
+- Counts: whole numbers with thousands separators (`1,024`).
+- Missing or non-finite values print as an em dash.
+
+The exact value goes on hover (`exact`, for a `title` attribute) and into the exports, which keep the raw
+numbers. Template filters of the same names live in leaderboard/templatetags/podium.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+MISSING = "—"
+MINUTE_DECIMALS = 2
+ENERGY_DIGITS = 3
+FIGURE_DIGITS = 3
+JOULES_PER_KWH = 3.6e6
+
+# What submitters write in a system description when there is no accelerator.
+_NO_MODEL = {"", "n/a", "na", "none", "null", "-", "—", "unknown", "not applicable"}
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def significant(value: float, digits: int) -> str:
+    """`value` rounded to `digits` significant digits, with thousands separators; no exponent notation."""
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(digits - 1 - magnitude, 0)
+    text = f"{round(value, decimals):,.{decimals}f}"
+    return text
+
+
+def minutes(value: Any) -> str:
+    number = _finite(value)
+    if number is None:
+        return MISSING
+    if number != 0 and abs(number) < 0.1:
+        return significant(number, 2)
+    return f"{number:,.{MINUTE_DECIMALS}f}"
+
+
+def energy(joules: Any) -> str:
+    """Joules (as stored) shown as kWh."""
+    number = _finite(joules)
+    if number is None:
+        return MISSING
+    return f"{significant(number / JOULES_PER_KWH, ENERGY_DIGITS)} kWh"
+
+
+def figure(value: Any, digits: int = FIGURE_DIGITS) -> str:
+    number = _finite(value)
+    if number is None:
+        return MISSING
+    return significant(number, digits)
+
+
+def percent(fraction: Any, decimals: int = 1) -> str:
+    number = _finite(fraction)
+    return MISSING if number is None else f"{number * 100:,.{decimals}f}%"
+
+
+def count(value: Any) -> str:
+    number = _finite(value)
+    if number is None:
+        return MISSING
+    return f"{round(number):,d}"
+
+
+def exact(value: Any) -> str:
+    """The stored value, every digit: what a reader needs to recompute a score by hand."""
+    if value is None:
+        return MISSING
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def has_model(model: Any) -> bool:
+    return isinstance(model, str) and model.strip().lower() not in _NO_MODEL
+
+
+def scale(accelerators: Any, model: Any, hosts: Any) -> str:
+    """"8 × H100 on 1 host"; "Scale not given" instead of "0 × N/A on 1 host"."""
+    n = _finite(accelerators)
+    h = _finite(hosts)
+    on_hosts = f" on {count(h)} host{'' if h == 1 else 's'}" if h is not None and h > 0 else ""
+    if n is None or n <= 0:
+        return "Scale not given"
+    name = model.strip() if has_model(model) else "accelerators (model not given)"
+    return f"{count(n)} × {name}{on_hosts}"
+
+
+_WORD_BOUNDARY = re.compile(r"[_\-]+")
+
+
+def human_label(key: Any) -> str:
+    """A readable label for a machine key with no declared label: `system_type` → "System type"."""
+    if key is None or key == "":
+        return MISSING
+    words = _WORD_BOUNDARY.sub(" ", str(key)).strip()
+    return words[:1].upper() + words[1:]
