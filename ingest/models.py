@@ -5,6 +5,7 @@ import datetime
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Upper
 from django.urls import reverse
 from django.utils import timezone
 
@@ -153,6 +154,10 @@ class Submission(models.Model):
 
 
 
+# The rows a table shows (ResultQuerySet.current): the partial indexes below hold only these.
+_TABLE = Q(is_current=True, withdrawn_at__isnull=True)
+
+
 class ResultQuerySet(models.QuerySet["Result"]):
     def current(self) -> ResultQuerySet:
         """The latest version of every (system, benchmark), unless a chair withdrew it: what tables show."""
@@ -249,6 +254,10 @@ class Result(models.Model):
     superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                       related_name="supersedes")
     created_at = models.DateTimeField(default=timezone.now)
+    # A copy of round.publication_date so that an index on Result can serve the orderings by it (the
+    # API's default). Only orderings read it; the embargo (ingest.visibility) reads the round's own
+    # date. Set when the row is inserted and when a round is saved (ingest.publication).
+    round_publication_date = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = ResultQuerySet.as_manager()
 
@@ -261,10 +270,27 @@ class Result(models.Model):
                 name="one_current_result_per_item",
             )
         ]
+        # What the round table, the exports and the API list filter and order on (docs/operating.md
+        # lists them). The API's orderings with NULLS LAST are PostgreSQL-only expression indexes made
+        # in migration 0011 (SQLite cannot index NULLS LAST).
         indexes = [
             models.Index(fields=["round", "benchmark_key", "score"]),
             models.Index(fields=["is_current", "round"]),
             models.Index(fields=["benchmark_key", "accelerator_count"]),
+            # The round table's rows (systems), its sorts and its filter form's choices, read from the
+            # index alone on PostgreSQL (id: the publication hold filters on it).
+            models.Index(fields=["round", "division", "organization", "system_slug"], condition=_TABLE,
+                         include=["submitter", "system_name", "accelerator_model", "accelerator_count", "host_count",
+                                  "benchmark_key", "verdict", "score", "id"],
+                         name="result_table_rows"),
+            # The exports, in their order: read straight from the index, no sort.
+            models.Index(fields=["round", "division", "benchmark_key", "score", "submitter", "system_slug", "id"],
+                         condition=_TABLE, name="result_export_order"),
+            # API filters: a benchmark ordered by score, one system, a submitter by name.
+            models.Index(fields=["benchmark_key", "score", "id"], condition=Q(is_current=True),
+                         name="result_api_bench_score"),
+            models.Index(fields=["system_slug"], name="result_system_slug"),
+            models.Index(Upper("submitter"), name="result_submitter_upper"),
         ]
 
     def __str__(self) -> str:
@@ -342,3 +368,36 @@ class Finding(models.Model):
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         return f"{self.severity} {self.checker}/{self.rule} {where}: {self.message}"
+
+
+class Implementation(models.Model):
+    """The code a submission shipped for one benchmark: `benchmarks/<benchmark>/implementations/<name>/`.
+
+    Stored once as a canonical .tar.gz under its content address (`archive_key`); `files` lists what it
+    holds, `systems` the systems it has a `config_<system>.sh` for, which ties it to their results.
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="implementations")
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="implementations")
+    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="implementations")
+    benchmark_key = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    path = models.CharField(max_length=500, help_text="Inside the submitter folder")
+    digest = models.CharField(max_length=64, help_text="Content address of its files (names and contents)")
+    archive_key = models.CharField(max_length=300)
+    archive_sha256 = models.CharField(max_length=64)
+    archive_bytes = models.PositiveBigIntegerField()
+    files = models.JSONField(default=list, help_text="[{path, size, sha256}], sorted by path")
+    systems = models.JSONField(default=list, help_text="Systems with a config_<system>.sh")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["benchmark_key", "name"]
+        constraints = [models.UniqueConstraint(fields=["submission", "benchmark_key", "name"],
+                                               name="implementation_unique_per_submission")]
+
+    def __str__(self) -> str:
+        return f"{self.organization} {self.path}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runners:implementation", args=[self.pk])

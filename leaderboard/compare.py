@@ -21,6 +21,7 @@ from core.errors import BadRequest, NotFound, Refusal
 from ingest.metrics import METRICS
 from ingest.models import Result, Run
 from ingest.visibility import visible_results
+from leaderboard import formatting
 
 MIN_RESULTS, MAX_RESULTS = 2, 4
 MISSING = "—"
@@ -31,6 +32,15 @@ class Row:
     label: str
     values: list[str]
     differs: bool
+    # The stored value behind each shown one, for the title attribute ("" where it reads the same).
+    exact: list[str] = field(default_factory=list)
+    # Which result each value belongs to: the phone layout labels every value with it.
+    labels: list[str] = field(default_factory=list)
+
+    @property
+    def cells(self) -> list[tuple[str, str, str]]:
+        n = len(self.values)
+        return list(zip(self.values, self.exact or [""] * n, self.labels or [""] * n, strict=True))
 
 
 @dataclass
@@ -49,18 +59,28 @@ class Comparison:
 
 def parse_ids(values: Sequence[str]) -> list[int]:
     """`?ids=1,2,3` or repeated `?ids=1&ids=2` (a form of checkboxes); duplicates count once."""
+    ids = parse_id_list(values)
+    if not MIN_RESULTS <= len(ids) <= MAX_RESULTS:
+        raise BadRequest(f"Compare takes {MIN_RESULTS} to {MAX_RESULTS} different results; {len(ids)} given.")
+    return ids
+
+
+def parse_id_list(values: Sequence[str]) -> list[int]:
+    """The ids as given, any number of them; a part that is not a whole number is a bad request."""
     ids: list[int] = []
     for value in values:
         for part in value.split(","):
             part = part.strip()
             if not part:
                 continue
-            if not part.isdigit():
+            if not (part.isascii() and part.isdigit()):
+                raise BadRequest(f"“{part[:20]}” is not a result id: give whole numbers, e.g. ?ids=12,34.")
+            if len(part) > 18:  # beyond any primary key; int() of a huge string is also slow
                 raise BadRequest(f"“{part[:20]}” is not a result id: give whole numbers, e.g. ?ids=12,34.")
             if int(part) not in ids:
                 ids.append(int(part))
-    if not MIN_RESULTS <= len(ids) <= MAX_RESULTS:
-        raise BadRequest(f"Compare takes {MIN_RESULTS} to {MAX_RESULTS} different results; {len(ids)} given.")
+            if len(ids) > 100:
+                raise BadRequest(f"Compare takes {MIN_RESULTS} to {MAX_RESULTS} different results.")
     return ids
 
 
@@ -69,6 +89,8 @@ def _text(value: Any) -> str:
         return MISSING
     if isinstance(value, dict | list):
         return json.dumps(value, sort_keys=True)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return repr(value)
     return str(value)
@@ -77,19 +99,21 @@ def _text(value: Any) -> str:
 def _row(label: str, raw: Sequence[Any], show: Callable[[Any], str] = _text) -> Row:
     # Compared on the stored values, shown formatted: two scores that round alike still count as different.
     keys = {json.dumps(None if v == "" else v, sort_keys=True, default=str) for v in raw}
-    return Row(label=label, values=[show(v) for v in raw], differs=len(keys) > 1)
+    shown = [show(v) for v in raw]
+    exact = [_text(v) if _text(v) != text else "" for v, text in zip(raw, shown, strict=True)]
+    return Row(label=label, values=shown, differs=len(keys) > 1, exact=exact)
 
 
 def _minutes(value: Any) -> str:
-    return MISSING if value is None else f"{value:,.2f}"
+    return formatting.minutes(value)
 
 
 def _figure(value: Any) -> str:
-    return MISSING if value is None else f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return formatting.figure(value, 4)
 
 
 def _percent(value: Any) -> str:
-    return MISSING if value is None else f"{value * 100:.2f}%"
+    return formatting.percent(value, 2)
 
 
 def _union(mappings: Sequence[dict[str, Any]]) -> list[str]:
@@ -160,15 +184,15 @@ def comparison_build(*, user: User | AnonymousUser, ids: list[int]) -> Compariso
         facts("Submitter", lambda r: r.submitter or r.organization.name),
         facts("System", lambda r: r.system_name or r.system_slug),
         facts("Accelerator", lambda r: r.accelerator_model),
-        facts("Accelerators", lambda r: r.accelerator_count),
-        facts("Hosts", lambda r: r.host_count),
+        facts("Accelerators", lambda r: r.accelerator_count, formatting.count),
+        facts("Hosts", lambda r: r.host_count, formatting.count),
         facts("Framework", lambda r: r.framework),
         facts("Verdict", lambda r: r.get_verdict_display()),
     ])
     official = Section("Official score", [
         facts("Score (minutes)", lambda r: r.score, _minutes),
         facts("Raw olympic mean (minutes)", lambda r: r.raw_score, _minutes),
-        facts("Scaling factor", lambda r: r.scaling_factor),
+        facts("Scaling factor", lambda r: r.scaling_factor, _figure),
         facts("Runs submitted / required / compliant",
               lambda r: f"{r.runs_count} / {_text(r.runs_required)} / {r.runs_compliant}"),
         facts("No score because", lambda r: r.no_score_reason),
@@ -185,22 +209,40 @@ def comparison_build(*, user: User | AnonymousUser, ids: list[int]) -> Compariso
         "Hyperparameters", [first_runs[r.pk].hyperparameters if r.pk in first_runs else {} for r in results],
         "As logged by each result's first run.",
     )
-    return Comparison(results=results, sections=[summary, official, derived, description, hyperparameters],
-                      warnings=_warnings(results))
+    sections = [summary, official, derived, description, hyperparameters]
+    labels = [f"{r.submitter or r.organization.name} · {r.system_name or r.system_slug}" for r in results]
+    for section in sections:
+        for row in section.rows:
+            row.labels = labels
+    return Comparison(results=results, sections=sections, warnings=_warnings(results))
+
+
+def _picked(user: User | AnonymousUser, ids: list[int]) -> list[Result]:
+    # Only what the visitor may see: a hidden id is left out exactly as a missing one.
+    found = {r.pk: r for r in visible_results(user).filter(pk__in=ids).select_related("round")}
+    return [found[pk] for pk in ids if pk in found]
 
 
 @require_safe
 def compare_view(request: HttpRequest) -> HttpResponse:
     raw = request.GET.getlist("ids")
-    context: dict[str, Any] = {"ids": ",".join(raw), "min": MIN_RESULTS, "max": MAX_RESULTS}
+    context: dict[str, Any] = {"ids": ",".join(raw), "min": MIN_RESULTS, "max": MAX_RESULTS,
+                               "only_differences": request.GET.get("only") == "differences"}
     if not raw:
         return render(request, "leaderboard/compare.html", context)
     try:
+        ids = parse_id_list(raw)
+        if len(ids) < MIN_RESULTS:
+            # Not an error: one ticked box is half a selection. Keep it and ask for another.
+            context.update({"ids": ",".join(map(str, ids)), "picked": _picked(request.user, ids),
+                            "too_few": f"Pick at least {MIN_RESULTS} results to compare; "
+                                       f"{len(ids) or 'none'} {'is' if len(ids) == 1 else 'are'} picked."})
+            return render(request, "leaderboard/compare.html", context)
         comparison = comparison_build(user=request.user, ids=parse_ids(raw))
     except Refusal as refusal:
         context["error"] = refusal.message
         return render(request, "leaderboard/compare.html", context, status=refusal.status)
-    only_differences = request.GET.get("only") == "differences"
+    only_differences = context["only_differences"]
     if only_differences:
         for section in comparison.sections:
             section.rows = [row for row in section.rows if row.differs]

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 
@@ -14,16 +11,18 @@ from accounts.viewer import viewer_of
 from ingest.metrics import METRICS
 from ingest.panels import result_panels
 from ingest.visibility import visible_results, visible_rounds, visible_systems
-from leaderboard import cache, selectors
+from leaderboard import cache, pages, selectors
 from leaderboard.table import (
     CATEGORIES,
     DIVISIONS,
-    EXPORT_FIELDS,
     SYSTEM_TYPES,
     TableView,
     build_choices,
     build_table,
-    export_rows,
+    export_csv,
+    export_json,
+    export_tuples,
+    view_query,
 )
 
 
@@ -36,13 +35,14 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     view = TableView.from_query(request.GET)
 
     def render_page() -> str:
-        table = build_table(round_, view, request.user)
+        choices = build_choices(round_, request.user)
+        table = build_table(round_, view, request.user, request.GET, offered=choices.benchmarks)
         table_html = render_to_string("leaderboard/_round_table.html", {"table": table, "request": request})
         return render_to_string("leaderboard/round.html", {
             "round": round_, "view": view, "table_html": table_html, "metrics": METRICS,
             "facets": [("division", "Division", DIVISIONS), ("category", "Category", CATEGORIES),
                        ("system_type", "System type", SYSTEM_TYPES)],
-            "choices": build_choices(round_, request.user),
+            "choices": choices, "view_query": view_query(request.GET).urlencode(),
             "is_chair": viewer_of(request.user).chairs(round_.pk),
         }, request=request)
 
@@ -53,23 +53,18 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     return HttpResponse(cache.cached_public("round-page", (slug, request.GET.urlencode()), render_page))
 
 
-def round_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
-    """The current view (or, without a query, the whole round) as CSV or JSON, same visibility."""
+def round_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResponse:
+    """The current view (every page of it; without a query, the whole round) as CSV or JSON, same
+    visibility, streamed: rows go out as the database hands them over."""
     round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
     view = TableView.from_query(request.GET)
-    rows = export_rows(round_, view, request.user, base_url=request.build_absolute_uri("/").rstrip("/"))
+    rows = export_tuples(round_, view, request.user, base_url=request.build_absolute_uri("/").rstrip("/"))
     name = f"podium-{round_.slug}{'-filtered' if request.GET else ''}"
     if fmt == "json":
-        response = JsonResponse({"round": round_.slug, "view": request.GET.urlencode(), "derived_note":
-                                 "accelerator_minutes, host_minutes, cloud_scale(_minutes), energy_kwh, cost_to_train "
-                                 "and runs_cv are derived, not official scores", "results": rows},
-                                json_dumps_params={"indent": 1})
+        response = StreamingHttpResponse(export_json(round_, request.GET.urlencode(), rows),
+                                         content_type="application/json")
     else:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=EXPORT_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        response = StreamingHttpResponse(export_csv(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
 
@@ -114,5 +109,6 @@ def result_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "counted_times": counted,
             "counted_sum": sum(counted),
             "versions": versions,
+            **pages.result_extras(request.user, result, runs),
         },
     )

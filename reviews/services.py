@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import Organization
 from accounts.services import audit_record
 from catalog.models import Round
 from core.cache import bump_generation
@@ -23,18 +21,8 @@ from ingest.services.results import db_safe, result_rescale, result_set_division
 from ingest.services.submissions import submission_upload
 from reviews import access
 from reviews.borrowing import Entry, check_borrowing
-from reviews.models import Borrowing, Comment, Flag, Notification
-
-
-def notify_organization(*, organization: Organization, text: str, url: str) -> None:
-    """In-app notification and e-mail to every member of an organization."""
-    users = [m.user for m in organization.memberships.select_related("user")]
-    unique = {u.pk: u for u in users}.values()
-    Notification.objects.bulk_create([Notification(user=u, text=text[:300], url=url) for u in unique])
-    recipients = sorted({u.email for u in unique if u.email})
-    if recipients:
-        send_mail(subject=f"[Podium] {text[:120]}", message=f"{text}\n\n{settings.PODIUM_BASE_URL}{url}\n",
-                  from_email=None, recipient_list=recipients, fail_silently=True)
+from reviews.models import Borrowing, Comment, Flag
+from reviews.notify import notify_organization
 
 
 @transaction.atomic
@@ -134,9 +122,12 @@ def flag_decide(*, actor: User, flag: Flag, outcome: str, note: str = "",
     audit_record(actor=actor, action="flag.decide", subject=flag, before=before,
                  after={"state": Flag.State.RESOLVED, "outcome": outcome, "scaling_factor": flag.scaling_factor})
     bump_generation()  # the decision may release the entry from the hold
-    transaction.on_commit(lambda: notify_organization(
-        organization=flag.result.organization, url=flag.get_absolute_url(),
-        text=f"Flag #{flag.pk} on {flag.result.benchmark_key} decided: {flag.get_outcome_display()}"))
+    # Both sides hear the decision, with the chair who took it: a decision is a person's call, not the site's.
+    decided = (f"Flag #{flag.pk} on {flag.result.system_name or flag.result.system_slug} / "
+               f"{flag.result.benchmark_key} decided by chair {actor.get_username()}: {flag.get_outcome_display()}")
+    for organization in filter(None, {flag.result.organization, flag.raised_by_organization}):
+        transaction.on_commit(functools.partial(notify_organization, organization=organization,
+                                                url=flag.get_absolute_url(), text=decided, detail=flag.decision_note))
     return flag
 
 
@@ -283,6 +274,11 @@ def borrowing_judge(*, borrowing: Borrowing) -> Borrowing:
                      before={"state": Borrowing.State.PENDING},
                      after={"state": locked.state, "findings": [f"{f.rule}: {f.message}" for f in findings][:20]})
         bump_generation()  # a refusal restores the previous version; an acceptance marks the borrowing
+        errors = [f"{f.rule}: {f.message}" for f in findings if f.severity == ERROR]
+        transaction.on_commit(lambda: notify_organization(
+            organization=entry.organization, url=(new or entry).get_absolute_url(),
+            text=f"Borrowing for {entry.system_slug} / {entry.benchmark_key} from {borrowing.source.organization.name}"
+                 f" {locked.get_state_display().lower()}", detail="\n".join(errors[:10])))
     return locked
 
 

@@ -20,7 +20,7 @@ from core.views import shows_refusals
 from ingest import storage
 from ingest.services.uploads import save_upload
 from ingest.visibility import visible_results, visible_rounds
-from reviews import access, selectors, services
+from reviews import access, notify, selectors, services
 from reviews.borrowing import hyperparameter_diff
 from reviews.forms import BorrowForm, CommentForm, DecisionForm, FlagForm, ResubmitForm
 from reviews.models import Borrowing, Flag, Notification
@@ -165,7 +165,10 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def notifications(request: HttpRequest) -> HttpResponse:
-    items = list(Notification.objects.filter(user=signed_in(request))[:100])
-    Notification.objects.filter(user=signed_in(request), read_at__isnull=True).update(read_at=timezone.now())
-    return render(request, "reviews/notifications.html", {"items": items})
+    """The user's newest notifications; viewing them marks them read (the header's count drops to 0), and the
+    ones that were unread stay marked on this page."""
+    user = signed_in(request)
+    items = list(Notification.objects.filter(user=user)[:100])
+    notify.notifications_seen(user=user)
+    return render(request, "reviews/notifications.html", {"items": items, "unread_notifications": 0})
 

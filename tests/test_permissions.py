@@ -439,12 +439,13 @@ def _check_export(world: World, phase: str, persona: str, visible: bool, fmt: st
     path = f"/rounds/{world.round.slug}/export.{fmt}"
     response = web_client(world, persona).get(path)
     assert response.status_code == (200 if round_page_opens(phase, persona) else 404), response.status_code
-    body = response.content.decode()
+    content = b"".join(response.streaming_content) if response.streaming else response.content  # exports stream
+    body = content.decode()
     if response.status_code == 200:
         assert (world.names[0] in body) == visible
         assert (world.zeta_system_name in body) == sees(phase, persona, "zeta")
     if not visible:
-        assert_no_leak(world, response.content, path, markers=world.json_leaks)
+        assert_no_leak(world, content, path, markers=world.json_leaks)
 
 
 def _check_chart(world: World, phase: str, persona: str, visible: bool, path: str, *, drawn: bool) -> None:

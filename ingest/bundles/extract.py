@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO
 
 from ingest.bundles.formats import CHUNK, Archive, open_archive, reading
+from ingest.bundles.implementations import check_implementations
 from ingest.bundles.layout import check_submitter_folder, find_submitter_folder
 from ingest.bundles.limits import BundleRejected, Limits, check_expanded_size, check_file_size, shown
 from ingest.bundles.screen import Member, Screen, is_junk
@@ -36,6 +37,7 @@ def extract_bundle(archive: Path, dest: Path, *, limits: Limits) -> Path:
             opened.verify_end()
         folder = find_submitter_folder(dest)
         check_submitter_folder(folder, dest, limits)
+        check_implementations(folder)  # the code it ships, beside systems/ and results/
         return folder
     except BaseException:
         _empty(dest)

@@ -125,6 +125,6 @@ class Screen:
 
 def too_many_members(limits: Limits) -> BundleRejected:
     return BundleRejected(
-        f"the bundle has more than {limits.max_members} members; leave out source code, checkpoints "
-        "and other files that are not results"
+        f"the bundle has more than {limits.max_members} members; leave out checkpoints, datasets, build "
+        "outputs and other files that are neither results nor the implementation's source"
     )

@@ -37,7 +37,20 @@ ROUNDS: tuple[DemoRound, ...] = (
         "demo_training_results_v4.1",
         datetime.date(2024, 11, 13),
     ),
+    # In review when `make run` seeds it: demo_data dates its deadline and review window around today, so
+    # reviewers can flag and the chair can decide. The logs' own dates stay fixed (same seed, same bytes).
+    DemoRound(
+        "demo-2025a",
+        "Demo round 2025 A (ruleset 4.1.0, in review)",
+        "4.1.0",
+        "demo_training_results_2025a",
+        datetime.date(2025, 6, 4),
+    ),
 )
+# The round open for uploads has no results yet: it is created by demo_data, not written here.
+OPEN_ROUND = DemoRound("demo-2025b", "Demo round 2025 B (ruleset 4.1.0, open for uploads)", "4.1.0", "",
+                       datetime.date(2025, 11, 12))
+REVIEW_ROUND = "demo-2025a"
 
 ORGS: dict[str, str] = {  # folder name -> name as logged and described
     "Larkspur_Compute": "Larkspur Compute",
@@ -122,6 +135,7 @@ class Planned:
     pace: float = 1.0  # convergence relative to the RCP mean; below 1 earns an RCP scaling factor
     broken: dict[int, str] = field(default_factory=dict)  # run index -> defect
     notes: str = ""
+    power: bool = False  # write power logs (power/result_N/node_*.txt) so the result has an energy to train
 
 
 PLAN: tuple[Planned, ...] = (
@@ -199,4 +213,15 @@ PLAN: tuple[Planned, ...] = (
         "checker rejects kr1_cluster4.json",
     ),
     Planned("demo-2024b", "fernbank_cpu16", "gnn", 4096, runs=6, notes="6 result files where the rules require 10"),
+    # Scaling families in the newest published round: the same submitter and accelerator at several sizes.
+    Planned("demo-2024b", "atlas_lx4_n1", "ssd", 256, power=True),
+    Planned("demo-2024b", "atlas_lx4_n1", "bert", 448, power=True),
+    Planned("demo-2024b", "tc2-accel-8x2", "ssd", 320),
+    Planned("demo-2024b", "halo2_pod16", "gnn", 32768),
+    # Round 2025 A, in review: results from three organizations, so reviewers of one flag another's.
+    Planned("demo-2025a", "atlas_lx4_n1", "ssd", 256),
+    Planned("demo-2025a", "atlas_lx4_n8", "ssd", 768),
+    Planned("demo-2025a", "atlas_lx4_n8", "bert", 4608),
+    Planned("demo-2025a", "tc2-accel-8x32", "ssd", 2560),
+    Planned("demo-2025a", "halo2_pod64", "gnn", 65536),
 )

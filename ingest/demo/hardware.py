@@ -10,6 +10,7 @@ _VERSIONS: dict[str, dict[str, str]] = {
     "demo-2023b": {"torch": "2.1.0", "jax": "0.4.20", "stack": "23.10", "driver": "545.12"},
     "demo-2024a": {"torch": "2.3.0", "jax": "0.4.26", "stack": "24.04", "driver": "550.54"},
     "demo-2024b": {"torch": "2.4.1", "jax": "0.4.33", "stack": "24.09", "driver": "560.28"},
+    "demo-2025a": {"torch": "2.6.0", "jax": "0.5.0", "stack": "25.03", "driver": "570.86"},
 }
 
 # Fields in the order MLCommons bundles write them, with the values most nodes share.

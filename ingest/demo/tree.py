@@ -17,6 +17,7 @@ from mlperf_logging.benchmark_meta import get_result_file_counts
 from ingest.demo.benchmarks import BENCHMARKS, Benchmark, JSONScalar
 from ingest.demo.catalog import ORGS, PLAN, ROUNDS, SYSTEMS, Planned, System, system_description
 from ingest.demo.convergence import draw_convergence, olympic_k, quality_curve, reference
+from ingest.demo.hardware import NODES
 from ingest.demo.manifest import ABORTED, GARBAGE_LINE, NO_RUN_STOP, DemoItem, DemoManifest, DemoRound
 from ingest.demo.runlog import Run, corrupt_line, cut_off, render
 
@@ -112,7 +113,12 @@ def _write_item(round_dir: Path, rnd: DemoRound, plan: Planned, position: int, s
             init_ms=init_ms,
             start_ms=t,
         )
+        run_start = t
         text, t = render(run, rng)
+        if plan.power:
+            for node in range(system.nodes):
+                _write(items_dir / "power" / f"result_{index}" / f"node_{node}.txt",
+                       _power_log(run_start, t, NODES[system.node].accelerators, rng))
         if defect == NO_RUN_STOP:
             text = cut_off(text, rng)
         elif defect == GARBAGE_LINE:
@@ -132,6 +138,21 @@ def _write_item(round_dir: Path, rnd: DemoRound, plan: Planned, position: int, s
         notes=plan.notes,
         broken_runs=broken,
     )
+
+
+def _power_log(start_ms: int, stop_ms: int, accelerators: int, rng: random.Random) -> str:
+    """One node's power log over the run, a reading a minute, as the power working group's loggers write it."""
+    def line(key: str, value: JSONScalar, time_ms: int) -> str:
+        event = {"namespace": "", "time_ms": time_ms, "event_type": "POINT_IN_TIME", "key": key, "value": value,
+                 "metadata": {"file": "power_logger.py", "lineno": 1}}
+        return ":::MLLOG " + json.dumps(event) + "\n"
+
+    watts = 450.0 + 620.0 * max(accelerators, 1)  # host plus accelerators under load
+    lines = [line("conversion_eff", 1.0, start_ms), line("power_measurement_start", None, start_ms)]
+    for time_ms in range(start_ms + 60_000, stop_ms, 60_000):
+        lines.append(line("power_reading", round(watts * rng.uniform(0.93, 1.04), 1), time_ms))
+    lines.append(line("power_measurement_stop", None, stop_ms))
+    return "".join(lines)
 
 
 def _header(system: System, bench: Benchmark) -> list[tuple[str, JSONScalar]]:

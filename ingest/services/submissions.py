@@ -18,13 +18,12 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.mail import send_mail
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
@@ -40,9 +39,10 @@ from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.tree import ItemSource, items_of
 from ingest.engine.verify import ITEM_BUDGET_FACTOR, ItemReport, verify_item
+from ingest.implementations import Packed, implementations_pack, implementations_record
 from ingest.models import Result, Submission
-from ingest.services.results import bundle_findings_store, result_store, submission_finish
-from ingest.signals import submission_finished
+from ingest.services.results import bundle_findings_store, result_store, run_logs_store, submission_finish
+from ingest.signals import organization_notified, submission_finished
 from ingest.submitters import check_submitter
 
 log = logging.getLogger("podium.submissions")
@@ -284,6 +284,7 @@ def _lease_renewed(submission: Submission) -> Iterator[None]:
 class _Judged:
     reports: list[ItemReport]
     bundle_findings: list[EngineFinding]
+    implementations: list[Packed] = field(default_factory=list)  # the code it ships, stored already
 
 
 def _judge(submission: Submission) -> _Judged:
@@ -298,8 +299,13 @@ def _judge(submission: Submission) -> _Judged:
                 folder = extract_bundle(bundle, dest, limits=upload_limits())
         except BundleRejected as exc:  # limits tightened since the upload: the bundle's, not ours
             return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
-        reports = _verify_items(list(items_of(folder)), submission.round.ruleset)
-    judged = _Judged(reports, [])
+        sources = list(items_of(folder))
+        reports = _verify_items(sources, submission.round.ruleset)
+        # Kept while the unpacked bundle is at hand, before the transaction that stores the Runs.
+        for source, report in zip(sources, reports, strict=True):
+            run_logs_store(source=source, logs=[(run.file, run.sha256) for run in report.runs])
+        packed = implementations_pack(folder)
+    judged = _Judged(reports, [], packed)
     if submission.source == Submission.Source.UPLOAD:
         check_submitter(names=(submission.organization.name, submission.organization.slug), folder=folder.name,
                         reports=reports)
@@ -366,6 +372,7 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
     with transaction.atomic():
         if not _ours(submission).select_for_update().exists():
             return None
+        implementations_record(submission=submission, packed=judged.implementations, actor=WORKER)
         for report in judged.reports:
             result_store(submission=submission, report=report, actor=WORKER)
         bundle_findings_store(submission=submission, findings=judged.bundle_findings)
@@ -428,13 +435,8 @@ def _supersede_older(submission: Submission) -> None:
 
 
 def submission_notify(*, submission: Submission) -> None:
-    recipients = sorted(
-        set(
-            submission.organization.memberships.exclude(user__email="").values_list("user__email", flat=True)
-        )
-    )
-    if not recipients:
-        return
+    """Tell the organization the verdict, on its members' Notifications page and by e-mail (reviews delivers
+    `organization_notified`; ingest may not import it)."""
     state = submission.get_state_display().lower()
     summary = (
         "Podium could not finish the verification because of a problem on our side. It is not a fault of "
@@ -443,14 +445,13 @@ def submission_notify(*, submission: Submission) -> None:
         else f"{submission.results.count()} result(s); {submission.findings.filter(severity='error').count()} "
         "error finding(s)."
     )
-    send_mail(
-        subject=f"[Podium] {submission.organization.name} · {submission.round.name}: submission #{submission.pk} "
-        f"{state}",
-        message=f"Submission #{submission.pk} ({submission.label}) is {state}.\n{summary}\n\n"
-        f"Details: {settings.PODIUM_BASE_URL}{submission.get_absolute_url()}\n",
-        from_email=None,
-        recipient_list=recipients,
-        fail_silently=True,  # mail trouble must not undo a finished verification
+    organization_notified.send(
+        sender=Submission,
+        organization=submission.organization,
+        text=f"Submission #{submission.pk} ({submission.label}) to {submission.round.name} is {state}.",
+        subject=f"{submission.organization.name} · {submission.round.name}: submission #{submission.pk} {state}",
+        detail=summary,
+        url=submission.get_absolute_url(),
     )
 
 

@@ -1,8 +1,9 @@
 """The command-line client: `check` on generated demo bundles, `submit` against a scripted fake server.
 
-No database: `check` runs the verification engine in-process, and `submit` talks HTTP to a
-ThreadingHTTPServer on localhost whose answers each test scripts. Sleeping is replaced by a clock
-that only records how long the client would have waited.
+`check` runs the verification engine in-process, and `submit` talks HTTP to a ThreadingHTTPServer on
+localhost whose answers each test scripts. Sleeping is replaced by a clock that only records how long the
+client would have waited. The last tests run `submit` against the real server (pytest-django's live_server)
+for what only the server decides: which organization an upload is for, and identical bytes.
 """
 
 from __future__ import annotations
@@ -592,3 +593,101 @@ def test_a_packed_folder_has_the_bytes_of_the_same_files_uploaded_one_by_one(cle
 
     # So the server recognizes the same results however they were uploaded.
     assert archives.pack_folder(clean_org) == loose
+
+
+# --- submit --organization: the scripted server sees the choice ---------------------------------------
+
+def test_submit_sends_the_chosen_organization(capsys, podium, clock, clean_org) -> None:
+    podium.script = [podium.accepted()]
+
+    ran = run_cli(capsys, *submit_args(podium, clean_org, "--token", TOKEN, "--organization", "zeta", "--no-wait"))
+
+    assert ran.code == 0
+    assert form_parts(podium.posts()[0])["organization"][2] == b"zeta"
+
+
+def test_submit_without_organization_sends_no_such_field(capsys, podium, clock, clean_org) -> None:
+    podium.script = [podium.accepted()]
+
+    run_cli(capsys, *submit_args(podium, clean_org, "--token", TOKEN, "--no-wait"))
+
+    assert "organization" not in form_parts(podium.posts()[0])
+
+
+@pytest.mark.parametrize("slug", ["zeta\r\nX-Evil: 1", "../acme", "zeta beta", "zéta"])
+def test_submit_refuses_a_hostile_organization_before_uploading(capsys, podium, clock, clean_org, slug) -> None:
+    ran = run_cli(capsys, *submit_args(podium, clean_org, "--token", TOKEN, "--organization", slug))
+
+    assert ran.code == 2 and "is not an organization slug" in ran.err
+    assert podium.requests == []
+
+
+# --- submit against the real server: a member of two organizations ----------------------------------
+
+@pytest.fixture
+def two_org_member(transactional_db, demo_tree):  # -> (token, people)
+    from accounts.models import Membership
+    from accounts.services import membership_add
+    from tests.people import make_people, open_round, token_for
+
+    people = make_people()
+    open_round("open-v4.1", ruleset="4.1.0")
+    # alice submits for acme already; a second organization makes --organization necessary.
+    membership_add(user=people.alice, organization=people.zeta, role=Membership.Role.SUBMITTER)
+    return token_for(people.alice), people
+
+
+def live_args(live_server, path: Path, token: str, *extra: str) -> list[str]:
+    return ["submit", "--server", live_server.url, "--round", "open-v4.1", "--token", token, "--no-wait",
+            *extra, str(path)]
+
+
+def test_a_member_of_two_organizations_uploads_for_the_one_named(capsys, live_server, two_org_member,
+                                                                  clean_org) -> None:
+    from ingest.models import Submission
+
+    token, people = two_org_member
+
+    ran = run_cli(capsys, *live_args(live_server, clean_org, token, "--organization", "zeta"))
+
+    assert ran.code == 0, ran.err
+    submission = Submission.objects.get()
+    assert submission.organization == people.zeta and submission.uploaded_by == people.alice
+
+
+def test_a_member_of_two_organizations_must_name_one(capsys, live_server, two_org_member, clean_org) -> None:
+    from ingest.models import Submission
+
+    token, _ = two_org_member
+
+    ran = run_cli(capsys, *live_args(live_server, clean_org, token))
+
+    assert ran.code == 2 and "organization" in ran.err.lower()
+    assert not Submission.objects.exists()
+
+
+def test_an_organization_the_user_is_not_in_is_refused(capsys, live_server, two_org_member, clean_org) -> None:
+    from ingest.models import Submission
+
+    token, _ = two_org_member
+
+    ran = run_cli(capsys, *live_args(live_server, clean_org, token, "--organization", "omega"))
+
+    assert ran.code == 2 and "You may not submit for this organization" in ran.err
+    assert not Submission.objects.exists()
+
+
+def test_identical_bytes_are_answered_as_the_web_page_does(capsys, live_server, two_org_member, clean_org) -> None:
+    from ingest.models import Submission
+
+    token, _ = two_org_member
+    first = run_cli(capsys, *live_args(live_server, clean_org, token, "--organization", "zeta"))
+    assert first.code == 0, first.err
+    submission = Submission.objects.get()
+
+    again = run_cli(capsys, *live_args(live_server, clean_org, token, "--organization", "zeta"))
+
+    assert again.code == 0
+    assert f"These bytes are submission #{submission.pk}" in again.err
+    assert f"submission {submission.pk}: already uploaded" in again.out
+    assert Submission.objects.count() == 1

@@ -101,14 +101,15 @@ def test_layout_and_budget(demo: tuple[Path, DemoManifest]) -> None:
     results = sorted(root.rglob("result_*.txt"))
     assert len(results) == sum(i.runs_written for i in manifest.items) <= FILE_BUDGET
     assert all(len(p.read_text().splitlines()) <= 400 for p in results)
-    assert len(manifest.rounds) == 3 and len({r.ruleset for r in manifest.rounds}) == 3
+    # Three published rounds of three rulesets, and the round demo_data puts in review (ruleset 4.1.0 again).
+    assert len(manifest.rounds) == 4 and len({r.ruleset for r in manifest.rounds}) == 3
     assert all(r.publication_date < datetime.date.today() for r in manifest.rounds)
     assert 5 <= len({i.org for i in manifest.items}) <= 6
     systems_per_org: dict[str, set[str]] = defaultdict(set)
     for item in manifest.items:
         rnd = manifest.round(item.round_slug)
         assert item.benchmark in get_allowed_benchmarks("training", rnd.ruleset)
-        files = sorted(p.name for p in _dir(root, manifest, item).iterdir())
+        files = sorted(p.name for p in _dir(root, manifest, item).iterdir() if p.name != "power")
         assert files == [f"result_{n}.txt" for n in range(item.runs_written)]
         assert {name for name, _ in item.broken_runs} <= set(files)
         systems_per_org[item.org].add(item.system)
@@ -256,5 +257,20 @@ def test_time_to_train_scales_imperfectly(demo: tuple[Path, DemoManifest]) -> No
 def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "out"), "--seed", "3"]) == 0
     out = capsys.readouterr().out
-    assert "3 rounds, 6 organizations" in out and "result files" in out
+    assert "4 rounds, 6 organizations" in out and "result files" in out
     assert any((tmp_path / "out").rglob("result_0.txt"))
+
+
+def test_power_logs_cover_every_run_of_the_items_that_have_them(demo: tuple[Path, DemoManifest]) -> None:
+    root, manifest = demo
+    powered = [item for item in manifest.items if (_dir(root, manifest, item) / "power").is_dir()]
+    assert powered, "the energy chart needs at least one result with power logs"
+    for item in powered:
+        power = _dir(root, manifest, item) / "power"
+        assert sorted(p.name for p in power.iterdir()) == sorted(f"result_{n}" for n in range(item.runs_written))
+        for run_dir in power.iterdir():
+            lines = [json.loads(line[len(":::MLLOG "):]) for p in run_dir.glob("node_*.txt")
+                     for line in p.read_text().splitlines()]
+            keys = [event["key"] for event in lines]
+            assert "power_measurement_start" in keys and "power_measurement_stop" in keys
+            assert sum(k == "power_reading" for k in keys) >= 2

@@ -92,7 +92,9 @@ def test_an_upload_is_stored_in_the_bucket_verified_and_its_run_log_served(
     submission = Submission.objects.get(pk=response.json()["id"])
     assert submission.state == Submission.State.VERIFIED
     assert submission.bundle_path == f"{submission.sha256[:2]}/{submission.sha256}.tar.gz"
-    assert _keys(bucket) == {f"bundles/{submission.bundle_path}"}
+    runs = submission.results.first().runs.all()
+    # The bundle, and every run log under its content address (storage.put_run_log).
+    assert _keys(bucket) == {f"bundles/{submission.bundle_path}", *(storage.run_log_key(r.sha256) for r in runs)}
     assert _files_under(Path(settings.PODIUM_BUNDLE_DIR)) == []
 
     owner = Client()

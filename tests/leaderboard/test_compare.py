@@ -134,13 +134,47 @@ def test_warnings_for_scale_category_round_and_division(client: Client, results)
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("count", [1, 5])
-def test_fewer_than_two_or_more_than_four_ids_are_refused(client: Client, people, count: int) -> None:
+def test_more_than_four_ids_are_refused(client: Client, people) -> None:
     round_ = RoundFactory()
-    ids = [ResultFactory(system=SystemFactory(round=round_), benchmark__key=f"b{i}").pk for i in range(count)]
+    ids = [ResultFactory(system=SystemFactory(round=round_), benchmark__key=f"b{i}").pk for i in range(5)]
     response = client.get(f"/compare/?ids={','.join(map(str, ids))}")
     assert response.status_code == 400
-    assert f"2 to 4 different results; {count} given" in response.content.decode()
+    assert "2 to 4 different results; 5 given" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_one_ticked_result_keeps_the_selection_and_asks_for_another(client: Client, results) -> None:
+    a = results[0]
+    response = client.get(f"/compare/?ids={a.pk}")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Pick at least 2 results to compare; 1 is picked." in html
+    assert f'value="{a.pk}"' in html and "ACME-8" in html and "compare-error" not in html
+
+
+@pytest.mark.django_db
+def test_one_hidden_id_is_kept_in_the_box_but_not_named(client: Client, results, embargoed) -> None:
+    response = client.get(f"/compare/?ids={embargoed.pk}")
+    html = response.content.decode()
+    assert response.status_code == 200 and "1 is picked" in html
+    assert "ACME-SECRET" not in html and "v9.1" not in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("hostile", ["²", "1,١٢", "9" * 400, ",".join(["1"] * 3) + ",-1", "1%00"])
+def test_hostile_ids_are_a_bad_request_not_a_crash(client: Client, hostile: str) -> None:
+    response = client.get("/compare/", {"ids": hostile})
+    assert response.status_code == 400 and "is not a result id" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_on_phones_each_value_is_labelled_with_its_result(client: Client, results) -> None:
+    a, b, _, _ = results
+    html = _compare(client, a, b).content.decode()
+    assert 'class="data compare stackable"' in html
+    assert html.count('data-label="Larkspur Compute · ACME-8"') == html.count('data-label="') // 2
+    score = _row(html, "Score (minutes)")
+    assert "30.00" in score and "25.00" in score
 
 
 def test_ids_come_as_a_list_or_as_repeated_parameters() -> None:

@@ -1,0 +1,176 @@
+"""The pages a person finds their way by: the home page (the newest round's highlights, the benchmarks), a
+page per benchmark and per organization, search, and the guides. Every read goes through the one
+visibility rule (ingest.visibility, via leaderboard.selectors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_safe
+
+from accounts.models import Organization
+from accounts.viewer import Visitor
+from core.errors import NotFound
+from core.views import shows_refusals
+from ingest.models import Finding, Result, Run
+from ingest.visibility import visible_results, visible_systems
+from leaderboard import guides, logs, selectors
+from runners.selectors import result_badges
+
+
+@require_safe
+def home(request: HttpRequest) -> HttpResponse:
+    newest = selectors.newest_published_round(request.user)
+    return render(request, "leaderboard/home.html", {
+        "newest": newest,
+        "highlights": selectors.round_highlights(request.user, newest) if newest else [],
+        "benchmarks": selectors.benchmarks_overview(request.user),
+        "rounds": selectors.rounds_overview(request.user),
+    })
+
+
+@require_safe
+def benchmark_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "leaderboard/benchmarks.html", {"benchmarks": selectors.benchmarks_overview(request.user)})
+
+
+@require_safe
+@shows_refusals
+def benchmark_detail(request: HttpRequest, key: str) -> HttpResponse:
+    rounds = selectors.benchmark_rounds(request.user, key)
+    if not rounds:
+        raise NotFound(f"No benchmark {key!r} in a round you may see.")
+    definition = next((r.benchmark for r in rounds if r.benchmark is not None), None)
+    return render(request, "leaderboard/benchmark.html", {"key": key, "definition": definition, "rounds": rounds})
+
+
+@require_safe
+def organization_list(request: HttpRequest) -> HttpResponse:
+    organizations = Organization.objects.filter(
+        pk__in=visible_results(request.user).current().values("organization_id")).order_by("name")
+    return render(request, "leaderboard/organizations.html", {"organizations": organizations})
+
+
+@require_safe
+@shows_refusals
+def organization_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    organization = Organization.objects.filter(slug=slug).first()
+    rounds = selectors.organization_results(request.user, organization) if organization else []
+    systems = (visible_systems(request.user).filter(organization=organization)
+               .select_related("round").order_by("slug", "-round__publication_date")) if organization else None
+    # An organization whose every result is embargoed from this visitor is not there for them.
+    if organization is None or not (rounds or (systems is not None and systems.exists())):
+        raise NotFound("No organization of that name with results you may see.")
+    newest: dict[str, Any] = {}
+    for system in systems or []:
+        newest.setdefault(system.slug, system)
+    return render(request, "leaderboard/organization.html", {
+        "organization": organization, "rounds": rounds, "systems": list(newest.values()),
+    })
+
+
+@require_safe
+def search(request: HttpRequest) -> HttpResponse:
+    hits = selectors.search(request.user, request.GET.get("q", ""))
+    return render(request, "leaderboard/search.html", {"hits": hits, "min_length": 2})
+
+
+@require_safe
+def guide_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "leaderboard/guides.html", {"guides": list(guides.GUIDES.values())})
+
+
+@require_safe
+@shows_refusals
+def guide(request: HttpRequest, name: str) -> HttpResponse:
+    found = guides.load(name)
+    if found is None or not found.path.is_file():
+        raise NotFound("No guide of that name.")
+    title, html = guides.render(found.path.read_text(encoding="utf-8"))
+    # guides.render escapes every piece of source text itself and allows only safe link targets.
+    return render(request, "leaderboard/guide.html", {
+        "guide": found, "title": title or found.title, "body": mark_safe(html),
+        "guides": list(guides.GUIDES.values()),
+    })
+
+
+# --- the result page's findings summary and links (leaderboard.views.result_detail adds these) ----------
+
+SEVERITY_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass
+class FindingGroup:
+    """The findings about one file, errors first; open when it holds an error or a warning."""
+
+    file: str
+    findings: list[Finding]
+    counts: dict[str, int]
+    run: Run | None
+
+    @property
+    def open(self) -> bool:
+        return bool(self.counts["error"] or self.counts["warning"])
+
+
+def severity_counts(findings: list[Finding]) -> dict[str, int]:
+    counts = {"error": 0, "warning": 0, "info": 0}
+    for finding in findings:
+        counts[finding.severity] = counts.get(finding.severity, 0) + 1
+    return counts
+
+
+def finding_groups(findings: list[Finding], runs: list[Run]) -> list[FindingGroup]:
+    """Findings by file, errors first within each group and groups with errors first; a group holding an
+    error or a warning is open, one holding only notes is folded."""
+    by_file: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_file.setdefault(finding.file or "(the whole result)", []).append(finding)
+    groups = []
+    for file, items in by_file.items():
+        items.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.line or 0, f.pk or 0))
+        counts = severity_counts(items)
+        run = next((r for r in runs if items[0].run_id == r.pk), None) or logs.run_for_file(runs, file)
+        groups.append(FindingGroup(file=file, findings=items, counts=counts, run=run))
+    groups.sort(key=lambda g: (-g.counts["error"], -g.counts["warning"], g.file))
+    return groups
+
+
+def why_line(result: Result, runs: list[Run], findings: list[Finding]) -> str:
+    """One sentence: why there is no official score (or how the score was made) and which runs were dropped."""
+    dropped = []
+    for run in runs:
+        if run.dropped == Run.Dropped.FAILED:
+            error = next((f for f in findings if f.run_id == run.pk and f.severity == Finding.Severity.ERROR), None)
+            reason = f"not a successful compliant run{': ' + error.message[:120] if error else ''}"
+            dropped.append(f"run {run.position + 1} ({reason})")
+        elif run.dropped:
+            dropped.append(f"run {run.position + 1} ({run.dropped})")
+    runs_part = f"Dropped: {'; '.join(dropped)}." if dropped else "No run was dropped."
+    if result.is_official:
+        counted = len(runs) - len(dropped)
+        return f"Official score from {counted} counted run{'s' if counted != 1 else ''}. {runs_part}"
+    if result.withdrawn_at:
+        reason = "the round's chairs withdrew the result"
+    elif result.verdict != Result.Verdict.VERIFIED:
+        errors = severity_counts(findings)["error"]
+        reason = (result.no_score_reason or f"the result is {result.get_verdict_display().lower()}") + (
+            f" ({errors} error{'s' if errors != 1 else ''} below)" if errors else "")
+    else:
+        reason = result.no_score_reason or "no score was computed"
+    return f"No official score: {reason}. {runs_part}"
+
+
+def result_extras(user: Visitor, result: Result, runs: list[Run]) -> dict[str, Any]:
+    """What the result page shows beyond the view's own context: findings first, the why line, badges."""
+    findings = list(result.findings.all())
+    return {
+        "finding_counts": severity_counts(findings),
+        "finding_groups": finding_groups(findings, runs),
+        "why": why_line(result, runs, findings),
+        "badges": result_badges(result),
+    }

@@ -1,0 +1,158 @@
+"""Every event a user's e-mail carries is also on their Notifications page, with an unread count in the header."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core import mail
+from django.test import Client
+from rest_framework.test import APIClient
+
+from accounts.models import Membership
+from accounts.services import membership_add
+from ingest.models import Result, Submission
+from ingest.signals import organization_notified
+from reviews.models import Flag, Notification
+from reviews.notify import notify_organization
+from reviews.services import flag_comment, flag_decide, flag_raise
+from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
+
+pytestmark = pytest.mark.django_db
+
+
+def _bundle(root: Path, org: str, system: str, benchmark: str, dest: Path) -> Path:
+    folder = dest / org
+    (folder / "systems").mkdir(parents=True)
+    shutil.copyfile(root / org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
+    shutil.copytree(root / org / "results" / system / benchmark, folder / "results" / system / benchmark)
+    return folder
+
+
+def _upload(user, folder: Path, round_slug: str) -> Submission:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    data = io.BytesIO(tar_gz_of(folder))
+    data.name = "bundle.tar.gz"
+    response = client.post("/api/v1/submissions/", {"round": round_slug, "bundle": data}, format="multipart")
+    assert response.status_code == 201, response.content
+    return Submission.objects.get(pk=response.json()["id"])
+
+
+def _client(user) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def _inbox(user) -> list[str]:
+    return list(Notification.objects.filter(user=user).order_by("pk").values_list("text", flat=True))
+
+
+@pytest.fixture
+def review(demo_tree, tmp_path, django_capture_on_commit_callbacks):
+    """Acme (alice) and Zeta (carol) submitted; the round is in review; carol reviews for Zeta."""
+    root, manifest = demo_tree
+    demo = root / manifest.round("demo-2024a").folder
+    people = make_people()
+    membership_add(user=people.carol, organization=people.zeta, role=Membership.Role.REVIEWER)
+    round_ = open_round()
+    round_.chairs.add(people.chair)
+    with django_capture_on_commit_callbacks(execute=True):
+        _upload(people.alice, _bundle(demo, "Larkspur_Compute", "atlas_lx4_n1", "bert", tmp_path / "a"), round_.slug)
+        _upload(people.carol, _bundle(demo, "Tessellate_Cloud", "tc2-accel-8x32", "bert", tmp_path / "z"),
+                round_.slug)
+    set_phase(round_, "review")
+    return people, round_, Result.objects.current().get(organization=people.acme)
+
+
+def test_a_verdict_is_on_the_page_as_in_the_mail(review) -> None:
+    people, _, acme = review
+    [verdict] = [t for t in _inbox(people.alice) if "Submission #" in t]
+    assert f"Submission #{acme.submission_id}" in verdict and "verified" in verdict
+    # bob is a member of acme too (a reviewer): the organization's members hear it, and so does the mailbox.
+    assert any("Submission #" in t for t in _inbox(people.bob))
+    mailed = [m for m in mail.outbox if f"submission #{acme.submission_id}" in m.subject]
+    assert mailed and sorted(mailed[0].to) == ["alice@example.org", "bob@example.org"]
+
+
+def test_a_flag_on_their_result_notifies_the_flagged_organization(review, django_capture_on_commit_callbacks):
+    people, _, acme = review
+    with django_capture_on_commit_callbacks(execute=True):
+        flag = flag_raise(actor=people.carol, result=acme, rule="rcp", description="too fast")
+    assert any("was flagged: rcp" in t for t in _inbox(people.alice))
+    assert Notification.objects.filter(user=people.alice, url=flag.get_absolute_url()).exists()
+    assert not any("was flagged" in t for t in _inbox(people.carol))  # the raiser is not told of their own flag
+
+
+def test_an_answer_notifies_the_raising_organization(review, django_capture_on_commit_callbacks) -> None:
+    people, _, acme = review
+    with django_capture_on_commit_callbacks(execute=True):
+        flag = flag_raise(actor=people.carol, result=acme, rule="rcp", description="too fast")
+        flag_comment(actor=people.alice, flag=flag, body="It converges as logged.")
+    assert any(f"New answer on flag #{flag.pk}" in t for t in _inbox(people.carol))
+
+
+def test_a_decision_names_the_chair_and_reaches_both_sides(review, django_capture_on_commit_callbacks) -> None:
+    people, _, acme = review
+    with django_capture_on_commit_callbacks(execute=True):
+        flag = flag_raise(actor=people.carol, result=acme, rule="rcp", description="too fast")
+        flag_decide(actor=people.chair, flag=flag, outcome=Flag.Outcome.REJECTED, note="It converges as logged.")
+    for user in (people.alice, people.carol):
+        [decided] = [t for t in _inbox(user) if "decided" in t]
+        assert "decided by chair chair" in decided and "Rejected" in decided
+    assert any("decided by chair chair" in m.subject and "It converges as logged." in m.body for m in mail.outbox)
+
+
+def test_apps_below_reviews_notify_through_the_signal(review) -> None:
+    """What runners (a reproduction's verdict) and ingest send arrives like any other notification."""
+    people, _, acme = review
+    mail.outbox.clear()
+    organization_notified.send(sender=object, organization=people.acme, text="Reproduction #3: converged",
+                               url=acme.get_absolute_url(), detail="7 of 7 runs reached the target")
+    assert "Reproduction #3: converged" in _inbox(people.alice)
+    assert [m.subject for m in mail.outbox] == ["[Podium] Reproduction #3: converged"]
+    assert "7 of 7 runs" in mail.outbox[0].body
+
+
+def test_a_user_without_an_address_still_gets_the_notification() -> None:
+    people = make_people()
+    people.alice.email = ""
+    people.alice.save(update_fields=["email"])
+    told = notify_organization(organization=people.acme, text="hello", url="/x/")
+    assert told == 2 and _inbox(people.alice) == ["hello"]
+    assert mail.outbox[0].to == ["bob@example.org"]
+
+
+def test_hostile_text_is_cut_to_the_column_and_escaped_on_the_page() -> None:
+    people = make_people()
+    notify_organization(organization=people.acme, text="<script>alert(1)</script>" + "x" * 1000,
+                        url="/results/1/")
+    [text] = _inbox(people.alice)
+    assert len(text) == 300
+    page = _client(people.alice).get("/notifications/").content.decode()
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+
+
+def test_the_unread_count_drops_to_zero_once_the_page_is_seen() -> None:
+    people = make_people()
+    notify_organization(organization=people.acme, text="one", url="")
+    notify_organization(organization=people.acme, text="two", url="")
+    alice = _client(people.alice)
+    assert alice.get("/submissions/").context["unread_notifications"] == 2
+    page = alice.get("/notifications/")
+    assert page.context["unread_notifications"] == 0
+    assert page.content.decode().count('class="unread"') == 2  # marked on the page that marks them read
+    assert alice.get("/submissions/").context["unread_notifications"] == 0
+    assert _client(people.bob).get("/submissions/").context["unread_notifications"] == 2  # bob has not looked
+
+
+def test_visitors_get_no_unread_count(client) -> None:
+    assert "unread_notifications" not in client.get("/").context
+
+
+def test_the_notifications_page_needs_a_sign_in(client) -> None:
+    response = client.get("/notifications/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
