@@ -11,7 +11,9 @@ from accounts.viewer import viewer_of
 from ingest.metrics import METRICS
 from ingest.panels import result_panels
 from ingest.visibility import visible_results, visible_rounds, visible_systems
-from leaderboard import cache, pages, selectors
+from leaderboard import cache, pages
+from leaderboard.compare import MAX_RESULTS, MIN_RESULTS
+from leaderboard.round_filters import active_chips, clear_url
 from leaderboard.table import (
     CATEGORIES,
     DIVISIONS,
@@ -24,10 +26,6 @@ from leaderboard.table import (
     export_tuples,
     view_query,
 )
-
-
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "leaderboard/home.html", {"rounds": selectors.rounds_overview(request.user)})
 
 
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
@@ -44,6 +42,8 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
                        ("system_type", "System type", SYSTEM_TYPES)],
             "choices": choices, "view_query": view_query(request.GET).urlencode(),
             "is_chair": viewer_of(request.user).chairs(round_.pk),
+            "chips": active_chips(request.GET, view, choices), "clear_url": clear_url(request.GET),
+            "compare_min": MIN_RESULTS, "compare_max": MAX_RESULTS,
         }, request=request)
 
     # A visitor who is signed in may see embargoed results of their own (never shared), and a page

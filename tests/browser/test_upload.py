@@ -40,7 +40,9 @@ def test_log_in_upload_and_watch_the_verdict_arrive(live_server, page, start_wor
     assert page.evaluate("window.__notReloaded === true"), "the page reloaded instead of updating itself"
     assert first_state in {"received", "verifying", "verified"}
 
-    page.click("details.file-findings summary:has-text('result_3.txt')")
+    # A group holding an error is open from the start: nothing important is collapsed.
+    group = page.locator("details.file-findings", has=page.locator("summary", has_text="result_3.txt"))
+    assert group.get_attribute("open") is not None
     row = page.locator("tr.finding-row", has_text="quality target not reached").first
     assert row.is_visible()
     assert "eval_accuracy" in row.inner_text()

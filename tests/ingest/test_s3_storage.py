@@ -81,7 +81,11 @@ def _keys(bucket) -> set[str]:
 
 
 def _files_under(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+    """Stored files under folder. The scratch folder holds per-machine working files (the results
+    cache's generation stamp among them), never something a second web machine would need."""
+    if not folder.exists():
+        return []
+    return [p for p in folder.rglob("*") if p.is_file() and "scratch" not in p.relative_to(folder).parts]
 
 
 def test_an_upload_is_stored_in_the_bucket_verified_and_its_run_log_served(

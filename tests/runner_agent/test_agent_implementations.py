@@ -1,16 +1,20 @@
 """The agent's side of implementation jobs against the scripted fake server: it refuses submitted code
 unless its operator allowed it, refuses a benchmark whose dataset it lacks or whose copy changed, and
-tells the server which datasets it holds and whether it runs submitted code."""
+tells the server which datasets it holds and whether it runs submitted code, and keeps its lease while it
+checks a dataset that takes long to hash."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import runner_agent.attempt
 from runner_agent.cli import main
-from runner_agent.datasets import DatasetError, parse_declaration, tree_digest
-from tests.runner_agent.test_agent import FAST, claim_answer, completion, run_agent
+from runner_agent.datasets import Dataset, DatasetError, parse_declaration, tree_digest
+from tests.runner_agent.test_agent import FAST, Answer, claim_answer, completion, run_agent
 
 SHA = "a" * 64
 
@@ -84,3 +88,39 @@ def test_a_dataset_checksum_ignores_times_and_follows_no_link(tmp_path) -> None:
     (tmp_path / "outside.txt").write_text("not the dataset's")
     (folder / "link").symlink_to(tmp_path / "outside.txt")
     assert tree_digest(folder) == first
+
+
+def _slow_checksum(podium: Any, beats: int) -> Any:
+    """A checksum that takes as long as `beats` heartbeats (hashing hundreds of GB outlasts any lease), then
+    finds a mismatch; it gives up after 30 s, which fails the test."""
+    def check(dataset: Dataset, expected: str | None) -> str | None:
+        seen = threading.Event()
+        for _ in range(3000):
+            if len(podium.of("heartbeat")) >= beats:
+                seen.set()
+                break
+            seen.wait(0.01)
+        return f"checked after {len(podium.of('heartbeat'))} heartbeats" if seen.is_set() else "no heartbeat came"
+    return check
+
+
+def test_a_long_dataset_check_keeps_the_lease_with_heartbeats(podium, clock, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(runner_agent.attempt, "checksum_problem", _slow_checksum(podium, beats=3))
+    podium.script["claim"] = [_implementation_claim()]
+    assert run_agent(podium.url, tmp_path, clock, "--run-implementations", "--dataset",
+                     f"podium_digits={_dataset(tmp_path)}") == 0
+    done = completion(podium)
+    assert done["outcome"] == "failed" and "checked after 3 heartbeats" in done["output_tail"]
+    assert "checking the checksum of the podium_digits dataset" in podium.of("heartbeat")[0].json()["log_lines"][0]
+    assert not podium.of("implementation")  # nothing of the code fetched before the dataset is known good
+
+
+def test_a_cancel_heard_during_the_dataset_check_ends_the_attempt_as_cancelled(podium, clock, tmp_path,
+                                                                                monkeypatch) -> None:
+    monkeypatch.setattr(runner_agent.attempt, "checksum_problem", _slow_checksum(podium, beats=99))
+    podium.script["claim"] = [_implementation_claim()]
+    podium.script["heartbeat"] = [Answer(200, {"lease_seconds": 60, "cancel": True})]
+    assert run_agent(podium.url, tmp_path, clock, "--run-implementations", "--dataset",
+                     f"podium_digits={_dataset(tmp_path)}") == 0
+    done = completion(podium)
+    assert done["outcome"] == "cancelled" and "cancelled on the server while checking" in done["output_tail"]
