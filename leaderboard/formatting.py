@@ -12,7 +12,9 @@
 - Missing or non-finite values print as an em dash.
 
 The exact value goes on hover (`exact`, for a `title` attribute) and into the exports, which keep the raw
-numbers. Template filters of the same names live in leaderboard/templatetags/podium.py.
+numbers. A derivation (the result page's "how the score is computed") prints its terms with `trimmed`:
+enough digits to recompute by hand, none of the floating-point noise. Template filters of the same names
+live in leaderboard/templatetags/podium.py.
 """
 
 from __future__ import annotations
@@ -94,6 +96,21 @@ def exact(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+TRIMMED_DIGITS = 12
+
+
+def trimmed(value: Any) -> str:
+    """A stored value for a derivation a reader recomputes by hand, without binary floating-point noise:
+    rounded to 12 significant digits and printed in the shortest form that reads back the same
+    (`12.948949999999998` → `12.94895`, `10.0` → `10.0`, `1.02` → `1.02`). `exact` keeps every digit."""
+    number = _finite(value)
+    if number is None:
+        return MISSING
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return repr(float(f"{number:.{TRIMMED_DIGITS}g}"))
 
 
 def has_model(model: Any) -> bool:

@@ -50,6 +50,20 @@ def figure_filter(value: float | None, digits: int = formatting.FIGURE_DIGITS) -
     return formatting.figure(value, int(digits))
 
 
+@register.filter(name="trimmed")
+def trimmed_filter(value: float | None) -> str:
+    """A term of a derivation: 12 significant digits, no floating-point noise (`12.948949999999998` → `12.94895`)."""
+    return formatting.trimmed(value)
+
+
+@register.filter(name="pretty_json")
+def pretty_json_filter(value: Any) -> str:
+    """A JSON value (a job's config, a hyperparameter table) indented for reading, as JSON, not as a Python dict."""
+    import json
+
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
 # The functions by their filter names too, for Python callers (tests import `minutes`).
 minutes = minutes_filter
 exact = exact_filter

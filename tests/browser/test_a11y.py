@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import Round
 from ingest.models import Result, Submission
+from runners.models import ReproductionJob
 from tests.browser.axe import Violation, artifacts_dir, axe_violations, sideways_overflow
 from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
 
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WIDE, PHONE = (1400, 900), (390, 844)
 # Pages also checked with the system's dark colour scheme (prefers-color-scheme: dark): contrast differs.
-DARK = ("home", "round", "result", "log", "system", "benchmark", "compare", "charts", "login")
+DARK = ("home", "round", "result", "log", "job", "system", "benchmark", "compare", "charts", "login")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ PAGES = [
     PageType("round", lambda ids: f"/rounds/{ids['round']}/"),
     PageType("result", lambda ids: f"/results/{ids['result']}/"),
     PageType("log", lambda ids: f"/results/{ids['result']}/runs/0/"),
+    PageType("job", lambda ids: f"/reproductions/{ids['job']}/"),
     PageType("system", lambda ids: f"/systems/{ids['system']}/"),
     PageType("benchmark", lambda ids: f"/benchmarks/{ids['benchmark']}/"),
     PageType("compare", lambda ids: f"/compare/?ids={ids['result']},{ids['other']}"),
@@ -103,8 +105,14 @@ def site(demo_tree, tmp_path) -> dict[str, Any]:
     set_phase(round_, Round.Phase.PUBLISHED)
     acme = Result.objects.current().get(organization=people.acme)
     zeta = Result.objects.current().get(organization=people.zeta)
+    # A queued reproduction (written directly: queueing one needs a runnable implementation), with a
+    # config as the job page prints it.
+    job = ReproductionJob.objects.create(result=acme, kind=ReproductionJob.Kind.TIMING, created_by=people.staff,
+                                         accelerator_model="H100-SXM5-80GB", accelerator_count=8,
+                                         config={"global_batch_size": 256, "opt_base_learning_rate": 0.0004,
+                                                 "seed": 1234})
     return {"round": round_.slug, "result": acme.pk, "other": zeta.pk, "system": acme.system_id,
-            "benchmark": acme.benchmark_key, "submission": submission.pk}
+            "benchmark": acme.benchmark_key, "submission": submission.pk, "job": job.pk}
 
 
 def _sign_in(context: Any, base: str, username: str) -> None:

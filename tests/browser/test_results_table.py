@@ -53,7 +53,7 @@ def _round() -> Result:
 
 def _closed_rows(page) -> list[str]:
     return [
-        row.split("\t")[1] for row in page.locator("table.results[data-division=closed] tbody tr").all_inner_texts()
+        row.split("\t")[0] for row in page.locator("table.results[data-division=closed] tbody tr").all_inner_texts()
     ]
 
 
