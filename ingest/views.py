@@ -98,7 +98,8 @@ def _visible_submission(request: HttpRequest, pk: int) -> Submission:
 
 def _status_context(request: HttpRequest, submission: Submission) -> dict:
     findings_by_file: dict[str, list] = defaultdict(list)
-    for finding in visible_findings(request.user).filter(submission=submission).order_by("file", "line", "id"):
+    for finding in (visible_findings(request.user).filter(submission=submission).select_related("run")
+                    .order_by("file", "line", "id")):
         findings_by_file[finding.file or "(bundle)"].append(finding)
     return {
         "submission": submission,

@@ -33,6 +33,7 @@ from ingest.bundles.screen import FILE, Member, clean_name
 from ingest.models import Finding, Run
 from ingest.services.submissions import upload_limits
 from ingest.visibility import visible_findings, visible_runs
+from reviews.selectors import can_raise, rule_choices
 
 PAGE_LINES = 2000
 # A line is shown up to this many characters; the rest is counted, not sent (real MLPerf lines are < 3 KB).
@@ -369,9 +370,12 @@ def run_log(request: HttpRequest, pk: int, position: int) -> HttpResponse:
     log = read_page(run, page=page, target=target, cited=cited)
     if page > 1 and not log.blocks:
         raise NotFound(f"The log has {run.line_count} lines; page {page} is past its end.")
+    # A reviewer or chair flags a line from where they read it (the same rule as the result page's form).
+    can_flag = request.user.is_authenticated and can_raise(request.user, run.result)
     return render(request, "leaderboard/run_log.html", {
         "run": run, "result": run.result, "log": log, "target": target, "findings": list(findings),
         "page_lines": PAGE_LINES, "fold_min": FOLD_MIN,
+        "can_flag": can_flag, "rule_choices": rule_choices(run.result) if can_flag else [],
     })
 
 

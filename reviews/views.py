@@ -152,8 +152,8 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
     if not access.is_chair(request.user, round_):
         raise Http404("The review dashboard is for the round's chairs.")
-    flags = round_.flags.select_related("result__organization", "raised_by_organization").order_by("state",
-                                                                                                     "created_at")
+    flags = (round_.flags.select_related("result__organization", "raised_by_organization", "decided_by")
+             .order_by("state", "created_at"))
     return render(request, "reviews/dashboard.html", {
         "round": round_,
         "unresolved": [f for f in flags if f.state in Flag.UNRESOLVED],

@@ -31,6 +31,7 @@ from ingest import storage
 from ingest.engine import tool
 from ingest.engine.logparse import parse_log
 from ingest.models import Result
+from ingest.signals import organization_notified
 from runners import verdicts
 from runners.inventory import hardware_problem
 from runners.models import Attempt, ReproductionJob
@@ -128,7 +129,21 @@ def _write_verdict(attempt: Attempt, *, state: str, detail: dict[str, Any], reas
         audit_record(actor=actor, action="job.verdict", subject=job, before=before,
                      after={"state": job.state, "attempt": attempt.number, "outcome": attempt.outcome})
         result_badge_update(result_id=job.result_id)
+        runner = attempt.runner.name
+        transaction.on_commit(lambda: verdict_notify(job_id=job.pk, runner=runner))
     return str(state)
+
+
+def verdict_notify(*, job_id: int, runner: str = "") -> None:
+    """Tell the result's organization a reproduction's verdict, on its members' Notifications page and by
+    e-mail like every other event (reviews delivers `organization_notified`; runners may not import reviews)."""
+    job = ReproductionJob.objects.select_related("result__organization").get(pk=job_id)
+    result = job.result
+    kind = ReproductionJob.Kind(job.kind).name.lower()
+    text = (f"{kind.capitalize()} reproduction #{job.pk} of {result.system_name or result.system_slug} / "
+            f"{result.benchmark_key}: {job.get_state_display().lower()}{f' (runner {runner})' if runner else ''}")
+    organization_notified.send(sender=ReproductionJob, organization=result.organization, text=text,
+                               url=job.get_absolute_url(), detail=job.failure_reason)
 
 
 def judgements_sweep(*, now: datetime.datetime | None = None) -> list[int]:

@@ -6,6 +6,9 @@
     if (!/^L\d+$/.test(id)) return;
     var line = document.getElementById(id);
     if (!line) return;
+    // The log page's flag form (reviewers, chairs) cites the line whose number was clicked.
+    var cite = document.getElementById("flag-line-number");
+    if (cite) cite.value = id.slice(1);
     for (var node = line.parentElement; node; node = node.parentElement) {
       if (node.tagName === "DETAILS") node.open = true;
     }

@@ -1,21 +1,28 @@
 """A small published site for the tour and crawl tests: two rounds of one benchmark, two organizations, runs
-whose logs are stored, a finding that cites a log line, and one organization whose results are embargoed."""
+whose logs are stored, a finding that cites a log line, and one organization whose results are embargoed
+(build_site); and for the signed-in personas' tours, a round in review with two organizations' uploads, a chair
+and a registered runner (review_world)."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import io
 import os
+import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from accounts.models import Membership
 from accounts.services import membership_add
+from catalog.models import Round
 from ingest import storage
-from ingest.models import Result
+from ingest.models import Result, Submission
 from tests.factories import (
     BenchmarkFactory,
     FindingFactory,
@@ -25,15 +32,17 @@ from tests.factories import (
     RunFactory,
     SystemFactory,
 )
-from tests.people import PASSWORD
+from tests.people import PASSWORD, People, make_people, open_round, set_phase, tar_gz_of, token_for
 
 CITED_LINE = 14
 DAY = datetime.timedelta(days=1)
 
 
 def artifacts_dir(name: str) -> Path:
-    """Where a browser test leaves its screenshots: $PODIUM_ARTIFACTS, else var/screenshots (git ignores var/)."""
-    root = Path(os.environ.get("PODIUM_ARTIFACTS") or Path(__file__).resolve().parents[2] / "var" / "screenshots")
+    """Where a browser test leaves its screenshots: $PODIUM_ARTIFACTS, else var/artifacts/screenshots (git
+    ignores var/), the folder tests/browser/axe.py uses too."""
+    root = Path(os.environ.get("PODIUM_ARTIFACTS")
+                or Path(__file__).resolve().parents[2] / "var" / "artifacts" / "screenshots")
     path = root / name
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -91,3 +100,60 @@ def build_site() -> Site:
     member = get_user_model().objects.create_user("hidden-member", password=PASSWORD)
     membership_add(user=member, organization=hidden, role=Membership.Role.SUBMITTER)
     return Site(result=featured, member=member, member_name="hidden-member")
+
+
+# --- the personas' tours: a round open for uploads, and one in review ------------------------------------
+
+
+def demo_item(demo_round: Path, org: str, system: str, benchmark: str, dest: Path) -> Path:
+    """One (system, benchmark) item of a generated demo submitter folder, copied to `dest/<org>`."""
+    folder = dest / org
+    (folder / "systems").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(demo_round / org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
+    shutil.copytree(demo_round / org / "results" / system / benchmark, folder / "results" / system / benchmark)
+    return folder
+
+
+def zip_of(folder: Path) -> bytes:
+    """A .zip of a submitter folder, under the folder's own name (the web upload takes .zip as well as .tar.gz)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, Path(folder.name) / path.relative_to(folder))
+    return buffer.getvalue()
+
+
+def upload_verified(user: object, folder: Path, round_: Round) -> Submission:
+    """Upload a submitter folder through the API (verified in-process: tests run tasks eagerly)."""
+    bundle = io.BytesIO(tar_gz_of(folder))
+    bundle.name = f"{folder.name}.tar.gz"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    response = client.post("/api/v1/submissions/", {"round": round_.slug, "bundle": bundle}, format="multipart")
+    assert response.status_code == 201, response.content
+    submission = Submission.objects.get(pk=response.json()["id"])
+    assert submission.state == Submission.State.VERIFIED, submission.state
+    return submission
+
+
+@dataclass
+class Review:
+    people: People
+    round: Round
+    flagged: Result  # Acme's (alice's) entry, which carol flags
+
+
+def review_world(demo_round: Path, tmp_path: Path) -> Review:
+    """Acme (alice) and Zeta (carol, also its reviewer) submitted bert to a round now in review; `chair`
+    chairs it."""
+    people = make_people()
+    membership_add(user=people.carol, organization=people.zeta, role=Membership.Role.REVIEWER)
+    round_ = open_round()
+    round_.chairs.add(people.chair)
+    upload_verified(people.alice, demo_item(demo_round, "Larkspur_Compute", "atlas_lx4_n1", "bert", tmp_path / "a"),
+                    round_)
+    upload_verified(people.carol, demo_item(demo_round, "Tessellate_Cloud", "tc2-accel-8x32", "bert",
+                                            tmp_path / "z"), round_)
+    set_phase(round_, Round.Phase.REVIEW)
+    return Review(people=people, round=round_, flagged=Result.objects.current().get(organization=people.acme))

@@ -156,3 +156,31 @@ def test_visitors_get_no_unread_count(client) -> None:
 def test_the_notifications_page_needs_a_sign_in(client) -> None:
     response = client.get("/notifications/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_reproduction_verdict_reaches_the_result_organization() -> None:
+    """runners sends the signal when a job is judged: the page and the mailbox hear of it as of any event."""
+    from django.contrib.auth import get_user_model
+
+    from runners import services as runner_services
+    from runners.models import ReproductionJob
+    from tests.runners.test_agent_api import CPU, _agent, _claim, _complete, _result
+
+    result = _result(accelerators=0, model="")
+    member = get_user_model().objects.create_user("member", email="member@example.org", password=PASSWORD)
+    membership_add(user=member, organization=result.organization, role=Membership.Role.REVIEWER)
+    operator = get_user_model().objects.create_user("ops", is_staff=True)
+    job = runner_services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
+    client, _ = _agent(operator, name="cpu-1")
+    mail.outbox.clear()
+    assert _complete(client, _claim(client, CPU)).status_code == 200  # judged on commit: a crash, "failed"
+
+    job.refresh_from_db()
+    assert job.state == ReproductionJob.State.FAILED
+    [text] = _inbox(member)
+    assert text == f"Convergence reproduction #{job.pk} of {result.system_name} / {result.benchmark_key}: failed " \
+        "(runner cpu-1)"
+    assert Notification.objects.get(user=member).url == job.get_absolute_url()
+    [message] = mail.outbox
+    assert message.subject == f"[Podium] {text}" and "exit code 1" in message.body
+    assert _inbox(operator) == []  # not a member: operators watch their own page
