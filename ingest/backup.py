@@ -1,7 +1,7 @@
 """Backup and restore of everything Podium knows: the database (as Django fixtures, so a backup restores
-into any supported database) and the files (the bundle store and the reproduction logs), in one tar file
-with a manifest of counts and checksums. docs/operating.md gives the procedure; for very large databases
-it also gives the pg_dump route, which this does not replace.
+into any supported database) and the files (the bundle store, the run and reproduction logs, the shipped
+implementations), in one tar file with a manifest of counts and checksums. docs/operating.md gives the
+procedure; for very large databases it also gives the pg_dump route, which this does not replace.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from django.db import transaction
 
 from core.errors import BadRequest, Conflict
 from ingest import storage
+from ingest.implementations import ARCHIVES
 from ingest.storage import sha256_file
 
 # What a backup holds of the database: the apps' own rows and the users and groups they point at.
@@ -36,9 +37,10 @@ def file_roots() -> dict[str, Path]:
         raise Conflict("the bundle store is an S3 bucket: backup and restore here cover only a filesystem "
                        "store; dump the database with pg_dump and copy the bucket with its own tools")
     bundles = Path(settings.PODIUM_BUNDLE_DIR)
-    # logs/: the run logs (storage.put_run_log), which an imported result cannot get back from any bundle.
+    # logs/: the run logs (storage.put_run_log), which an imported result cannot get back from any bundle;
+    # implementations/: the code the submissions shipped (ingest.implementations), which runners fetch.
     return {"bundles": bundles, "reproductions": bundles.parent / "reproductions",
-            "logs": bundles.parent / storage.RUN_LOGS}
+            "logs": bundles.parent / storage.RUN_LOGS, "implementations": bundles.parent / ARCHIVES}
 
 
 def _counts() -> dict[str, int]:

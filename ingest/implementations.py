@@ -10,6 +10,7 @@ the results. `implementation_for(result)` is the one selector the result page an
 from __future__ import annotations
 
 import hashlib
+import os
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,15 +20,18 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.files.base import ContentFile
+from django.core.files.storage import FileSystemStorage
 from django.db import transaction
 
 from accounts.services import audit_record
+from catalog.models import Round
 from ingest import storage
-from ingest.bundles.implementations import ImplementationLimits, scan_implementations
+from ingest.bundles.implementations import BENCHMARKS, IMPLEMENTATIONS, ImplementationLimits, scan_implementations
 from ingest.bundles.implementations import pack as pack_tree
-from ingest.models import Implementation, Result, Submission
+from ingest.models import Finding, Implementation, Result, Submission
 
-ARCHIVES = "implementations"
+ARCHIVES = "implementations"  # their folder in the bundle store, beside the bundles and the logs
+MISSING_RULE = "implementation"
 MAX_SHOWN_BYTES = 512 * 1024  # a file shown on a page; larger ones are cut, with a note
 
 
@@ -55,7 +59,14 @@ def _put_archive(data: bytes, sha256: str) -> str:
     backend = storage.bundle_storage()
     key = archive_key(sha256)
     if backend.exists(key):
-        return key
+        # A process killed while saving leaves a partial file under the name: kept only if it is whole.
+        if storage._sha256_stored(backend, key) == sha256:
+            if isinstance(backend, FileSystemStorage):
+                # Young again: the litter sweep (ingest.cleanup) takes an old archive no row names, and the
+                # row that names this one commits only after the verification that packed it.
+                os.utime(backend.path(key))
+            return key
+        backend.delete(key)
     saved = backend.save(key, ContentFile(data))
     if saved != key:
         raise storage.StorageError(f"the storage stored {key} as {saved}: it must keep the names it is given")
@@ -96,6 +107,43 @@ def implementations_record(*, submission: Submission, packed: list[Packed], acto
                                 "files": len(item.files)})
         recorded.append(implementation)
     return recorded
+
+
+def implementations_required(round_: Round) -> bool:
+    """Whether the round requires each result's code: a round that spot-checks a sample of its results
+    (`reproduction_sample_size`, runners/sampling.py) must be able to run any of them again."""
+    return round_.reproduction_sample_size > 0
+
+
+@transaction.atomic
+def implementation_findings_store(*, submission: Submission) -> list[Finding]:
+    """A warning on each result of the submission that no implementation ties to its system, where its
+    round requires one: stored beside the engine's findings once the results and the implementations are
+    (the verification's store, the importer's). Warned, not refused: reviewers and chairs judge a missing
+    folder, as MLCommons does, and the score stands. Once per result: a repeat adds nothing."""
+    if not implementations_required(submission.round):
+        return []
+    stored = []
+    for result in submission.results.select_related("organization").order_by("pk"):
+        if implementation_for(result) is not None or result.findings.filter(checker="layout",
+                                                                            rule=MISSING_RULE).exists():
+            continue
+        folder = f"{_org_folder(result)}/{BENCHMARKS}/{result.benchmark_key}/{IMPLEMENTATIONS}"
+        stored.append(Finding.objects.create(
+            submission=submission, result=result, severity=Finding.Severity.WARNING, checker="layout",
+            rule=MISSING_RULE, file=folder[:500],
+            message=(f"no implementation of {result.benchmark_key} with a config_{result.system_slug}.sh: this "
+                     f"round reproduces a sample of its results, and a result is run again from the code it "
+                     f"ships, {folder}/<implementation>/ with run_and_time.sh and config_<system>.sh"),
+        ))
+    return stored
+
+
+def _org_folder(result: Result) -> str:
+    """The submitter folder as the result's other findings name it (its runs' files), else the slug."""
+    first = result.runs.order_by("position").values_list("file", flat=True).first() or ""
+    folder, sep, rest = first.partition("/")
+    return folder if sep and rest.startswith("results/") else result.organization.slug
 
 
 # --- reading -------------------------------------------------------------------------------------------

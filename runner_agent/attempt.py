@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,7 @@ class AttemptRun:
         self.refusal = refusal
         self.path = f"/attempts/{claim.attempt.id}"
         self.verdict_pending = False  # set once the server took the completion and judges it after
+        self.cancelled = False  # a cancel heard before the job started
         self.work_dir = settings.work_dir / f"job-{claim.job.id if claim.job else 'x'}-attempt-{claim.attempt.id}"
 
     @property
@@ -219,7 +221,8 @@ class AttemptRun:
             refusal = self._code_refusal(job.code) if job.code is not None else self._module_refusal(job.module)
         if job is None or refusal is not None:
             log.warning("attempt %d refused: %s", self.attempt.id, refusal)
-            return self._complete(outcome="failed", exit_code=None, tail=[], note=refusal, sha256=None, elapsed=0.0)
+            return self._complete(outcome="cancelled" if self.cancelled else "failed", exit_code=None, tail=[],
+                                  note=refusal, sha256=None, elapsed=0.0)
 
         log.info("attempt %d (#%d) of job %d (%s): running %s on accelerators %s for at most %g s", self.attempt.id,
                  self.attempt.number, job.id, job.kind,
@@ -277,7 +280,40 @@ class AttemptRun:
         dataset = self.settings.datasets.get(code.benchmark)
         if dataset is None:
             return f"this runner holds no dataset for {code.benchmark}"
-        return checksum_problem(dataset, code.dataset_sha256)
+        return self._beating_while(lambda: checksum_problem(dataset, code.dataset_sha256),
+                                   f"checking the checksum of the {code.benchmark} dataset at {dataset.path}")
+
+    def _beating_while(self, work: Callable[[], str | None], what: str) -> str | None:
+        """`work`'s answer, computed on its own thread while this one keeps the lease: hashing a real dataset
+        (hundreds of GB) takes far longer than a lease, and an attempt silent that long is given to another
+        runner. A cancel heard meanwhile is the answer instead (`self.cancelled` set)."""
+        answer: list[str | None] = []
+
+        def target() -> None:
+            try:
+                answer.append(work())
+            except OSError as exc:
+                answer.append(f"{what} failed: {exc}")
+
+        thread = threading.Thread(target=target, name=f"check-{self.attempt.id}", daemon=True)
+        start = self.clock.now()
+        every = max(self.attempt.heartbeat_s, self.timing.min_heartbeat_s)
+        next_beat = start + every  # a quick check sends nothing; the first beat comes when a lease would miss it
+        lines = OutputLines()
+        lines.add(NOTE_PREFIX + what)
+        thread.start()
+        while thread.is_alive():
+            if self.stop.is_set():
+                raise Stopping  # the thread reads files only: left to end with the process
+            now = self.clock.now()
+            if now >= next_beat:
+                cancel, wait = self._heartbeat(lines, now - start)
+                if cancel:
+                    self.cancelled = True
+                    return f"the job was cancelled on the server while {what}"
+                next_beat = self.clock.now() + max(every, wait or 0.0)
+            thread.join(self.timing.poll_s)
+        return answer[0] if answer else f"{what} failed"
 
     def _fetch_code(self, code: Code) -> Path:
         reply = self.client.request("GET", f"{self.path}/implementation",

@@ -6,9 +6,11 @@ class RunnersConfig(AppConfig):
     name = 'runners'
 
     def ready(self) -> None:
+        from ingest.demo.steps import register_demo_step
         from ingest.panels import register_result_panel
-        from runners import tasks  # noqa: F401  (registers the Celery tasks: the services enqueue them by name)
+        from runners import demo, tasks  # noqa: F401  (tasks registers the Celery tasks: enqueued by name)
         from runners.views import result_panel
 
         register_result_panel("runners.reproduction", template="runners/_result_reproduction.html",
                               context=result_panel, order=20)
+        register_demo_step("runners", demo.seed_reproductions)

@@ -1,9 +1,10 @@
 """Spot checks: a random sample of a round's verified results queued for reproduction, TOP500-style.
 
 The draw is `random.Random(seed).sample` over the ids of the round's current verified results that
-Podium can reproduce (an implementation with a config for the system, or a benchmark it runs itself),
-in id order: with the recorded seed anyone can draw the same sample again. A round whose
-`reproduction_sample_size` is set is sampled once, automatically, after its submission deadline.
+Podium can reproduce (an implementation with a config for the system, run on one host, or a
+benchmark it runs itself), in id order: with the recorded seed anyone can draw the same sample again.
+A round whose `reproduction_sample_size` is set is sampled once, automatically, after its submission
+deadline.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.services import audit_record
-from catalog.extensions import extension
 from catalog.models import Round
 from ingest.implementations import implementation_for
 from ingest.models import Result
@@ -30,7 +30,7 @@ log = logging.getLogger("podium.runners")
 
 def sample_population(round: Round) -> list[int]:
     results = Result.objects.current().filter(round=round, verdict=Result.Verdict.VERIFIED).order_by("pk")
-    return [r.pk for r in results if extension(r.benchmark_key) is not None or implementation_for(r) is not None]
+    return [r.pk for r in results if not services.reproduction_problem(r, implementation_for(r))]
 
 
 @transaction.atomic

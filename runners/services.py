@@ -154,6 +154,21 @@ def dataset_declare(*, benchmark_key: str, sha256: str, actor: User, description
 
 # --- jobs ------------------------------------------------------------------------------------------
 
+def reproduction_problem(result: Result, implementation: Implementation | None) -> str:
+    """Why no runner can reproduce the result (its `implementation_for`), or ""."""
+    if implementation is None and extension(result.benchmark_key) is None:
+        supported = ", ".join(sorted(EXTENSIONS))
+        return (f"Podium has no runnable implementation of {result.benchmark_key!r}: the submission ships "
+                f"none with a config_{result.system_slug}.sh, and Podium has a module only for {supported}.")
+    if implementation is not None and (result.host_count or 1) > 1:
+        # A runner is one host: the system's config for N nodes run on one would be another run (its batch
+        # size, its ranks), not this result's. Until runners can be joined into a job, refused up front
+        # rather than queued for nobody or run wrong.
+        return (f"The result ran on {result.host_count} nodes, and a runner is one host: Podium does not "
+                "run an implementation across several hosts yet.")
+    return ""
+
+
 @transaction.atomic
 def job_create(*, result: Result, kind: str, actor: User, run_position: int | None = None,
                time_limit_seconds: int = 600, max_attempts: int = 3) -> ReproductionJob:
@@ -164,10 +179,9 @@ def job_create(*, result: Result, kind: str, actor: User, run_position: int | No
     its allow-listed module instead."""
     implementation = implementation_for(result)
     ext = extension(result.benchmark_key)
-    if implementation is None and ext is None:
-        supported = ", ".join(sorted(EXTENSIONS))
-        raise JobError(f"Podium has no runnable implementation of {result.benchmark_key!r}: the submission ships "
-                       f"none with a config_{result.system_slug}.sh, and Podium has a module only for {supported}.")
+    problem = reproduction_problem(result, implementation)
+    if problem:
+        raise JobError(problem)
     if kind not in dict(ReproductionJob.Kind.choices):
         raise JobError(f"Unknown kind {kind!r}.")
     if not 1 <= time_limit_seconds <= MAX_TIME_LIMIT_S:

@@ -1,5 +1,6 @@
 """Writing the demo tree: system descriptions and result files in the MLCommons layout,
-`<round folder>/<Org>/systems/<system>.json` and `<round folder>/<Org>/results/<system>/<benchmark>/result_N.txt`.
+`<round folder>/<Org>/systems/<system>.json` and `<round folder>/<Org>/results/<system>/<benchmark>/result_N.txt`,
+and one submitter's code, `<round folder>/<Org>/benchmarks/<benchmark>/implementations/<name>/`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,39 @@ def write_demo_tree(root: Path, *, seed: int = 2024) -> DemoManifest:
             _write(path, json.dumps(system_description(system, rnd.slug), indent=4) + "\n")
         for position, plan in enumerate(planned):
             items.append(_write_item(round_dir, rnd, plan, position, seed))
+        _write_implementation(round_dir, rnd, planned)
     return DemoManifest(rounds=list(ROUNDS), items=items)
+
+
+# The code one demo submitter ships beside its results, in MLCommons' layout
+# (<Org>/benchmarks/<benchmark>/implementations/<name>/), tied to its systems by config_<system>.sh: the
+# result pages link it, and the demo's reproductions (runners/demo.py) name it. A stand-in that shows the
+# layout; it trains nothing.
+IMPLEMENTATION = ("demo-2024b", "Larkspur_Compute", "ssd", "pytorch_lx4")
+
+
+def _write_implementation(round_dir: Path, rnd: DemoRound, planned: list[Planned]) -> None:
+    round_slug, org, benchmark, name = IMPLEMENTATION
+    if rnd.slug != round_slug:
+        return
+    folder = round_dir / org / "benchmarks" / benchmark / "implementations" / name
+    _write(folder / "README.md", f"# {benchmark} for Larkspur LX-4 systems (demo)\n\nA stand-in implementation "
+           "of the Podium demo: the MLCommons layout (Dockerfile, run_and_time.sh, one config_<system>.sh per "
+           "system), not a training program. Reproductions run `run_and_time.sh` after sourcing the system's "
+           "config.\n")
+    _write(folder / "Dockerfile", "FROM python:3.12-slim\nWORKDIR /workspace/ssd\nCOPY . .\n")
+    _write(folder / "run_and_time.sh", "#!/bin/bash\n# Sourced before this: config_<system>.sh (DGXNNODES, "
+           "BATCHSIZE, ...).\nset -euo pipefail\necho \"the Podium demo's stand-in ssd implementation: "
+           "batch size ${BATCHSIZE} on ${DGXNNODES} node(s), data in ${DATADIR:-/data}\"\n"
+           "echo 'it trains nothing; a real implementation runs its training script here' >&2\nexit 1\n")
+    for plan in planned:
+        system = SYSTEMS[plan.system]
+        if plan.benchmark != benchmark or system.org != org or system.node != "lx4":
+            continue
+        per_node = NODES[system.node].accelerators
+        _write(folder / f"config_{system.folder}.sh", f"## {system.name}\nexport BATCHSIZE={plan.batch_size}\n"
+               f"export LOCAL_BATCHSIZE={plan.batch_size // system.accelerators}\nexport DGXNNODES={system.nodes}\n"
+               f"export DGXNGPU={per_node}\nexport WALLTIME=60\n")
 
 
 def _write(path: Path, text: str) -> None:
