@@ -144,3 +144,11 @@ def test_each_compare_box_names_its_result(client: Client, round_page) -> None:
     labels = re.findall(r'name="ids" value="\d+" form="compare-form" aria-label="([^"]+)"', html)
     assert sorted(labels) == ["Compare Acme 512 BERT", "Compare Acme 512 ResNet-50", "Compare Zeta 8 ResNet-50"]
     assert 'data-min="2" data-max="4"' in html and 'id="compare-count"' in html
+
+
+def test_the_symbols_beside_scores_are_explained_under_the_table(round_page) -> None:
+    html = Client().get(URL).content.decode()
+    legend = html.split('id="badge-legend"', 1)
+    assert len(legend) == 2, "the round page carries the symbol legend"
+    for symbol, meaning in (("✓", "reproduced"), ("✗", "mismatch"), ("!", "noncompliant")):
+        assert re.search(rf"<dt[^>]*>{re.escape(symbol)}</dt><dd>[^<]*{meaning}", legend[1]), symbol
