@@ -124,6 +124,7 @@ def render(source: str, base: str = "/guides/") -> tuple[str, str]:
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
+        # Code blocks scroll sideways on phones: tabindex lets a keyboard reach and scroll them (axe).
         if stripped.startswith("```"):
             flush()
             block = []
@@ -131,7 +132,7 @@ def render(source: str, base: str = "/guides/") -> tuple[str, str]:
             while i < len(lines) and not lines[i].strip().startswith("```"):
                 block.append(lines[i])
                 i += 1
-            html.append(f"<pre><code>{escape(chr(10).join(block))}</code></pre>")
+            html.append(f"<pre tabindex=\"0\"><code>{escape(chr(10).join(block))}</code></pre>")
             i += 1
             continue
         heading = re.match(r"^(#{1,6})\s+(.*?)\s*#*$", line)
@@ -175,7 +176,7 @@ def render(source: str, base: str = "/guides/") -> tuple[str, str]:
             while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
                 block.append(lines[i][4:])
                 i += 1
-            html.append(f"<pre><code>{escape(chr(10).join(block).rstrip())}</code></pre>")
+            html.append(f"<pre tabindex=\"0\"><code>{escape(chr(10).join(block).rstrip())}</code></pre>")
             continue
         if stripped.startswith(">"):
             flush()

@@ -52,6 +52,10 @@ PAGES = [
     PageType("compare-one", lambda ids: f"/compare/?ids={ids['result']}"),
     PageType("charts", lambda ids: f"/rounds/{ids['round']}/charts/"),
     PageType("organizations", lambda ids: "/organizations/"),
+    PageType("organization", lambda ids: f"/organizations/{ids['organization']}/"),
+    PageType("benchmarks", lambda ids: "/benchmarks/"),
+    PageType("guides", lambda ids: "/guides/"),
+    PageType("guide", lambda ids: "/guides/submitting/"),
     PageType("search", lambda ids: "/search/?q=Larkspur"),
     PageType("login", lambda ids: "/accounts/login/"),
     PageType("password-reset", lambda ids: "/accounts/password_reset/"),
@@ -59,6 +63,7 @@ PAGES = [
     PageType("submissions", lambda ids: "/submissions/", "alice"),
     PageType("submission", lambda ids: f"/submissions/{ids['submission']}/", "alice"),
     PageType("tokens", lambda ids: "/accounts/tokens/", "alice"),
+    PageType("members", lambda ids: f"/accounts/organizations/{ids['organization']}/members/", "alice"),
     PageType("notifications", lambda ids: "/notifications/", "alice"),
     PageType("review-dashboard", lambda ids: f"/rounds/{ids['round']}/review/", "chair"),
     PageType("operators", lambda ids: "/operators/runners/", "staff"),
@@ -112,7 +117,8 @@ def site(demo_tree, tmp_path) -> dict[str, Any]:
                                          config={"global_batch_size": 256, "opt_base_learning_rate": 0.0004,
                                                  "seed": 1234})
     return {"round": round_.slug, "result": acme.pk, "other": zeta.pk, "system": acme.system_id,
-            "benchmark": acme.benchmark_key, "submission": submission.pk, "job": job.pk}
+            "benchmark": acme.benchmark_key, "submission": submission.pk, "job": job.pk,
+            "organization": acme.organization.slug}
 
 
 def _sign_in(context: Any, base: str, username: str) -> None:

@@ -302,3 +302,12 @@ def test_the_submission_page_puts_files_with_errors_first_and_open(client: Clien
     opened = [chunk.split(">")[0] for chunk in section.split('<details class="file-findings"')[1:]]
     assert " open" in opened[0] and " open" not in opened[1]
     assert "1 error" in section and "1 note" in section
+
+
+def test_a_missing_page_answers_404_inside_the_site_with_search_and_a_way_home(settings) -> None:
+    settings.DEBUG = False
+    response = Client().get("/rounds/no-such-round/")
+    assert response.status_code == 404
+    html = response.content.decode()
+    # The site's own frame (the favicon link spares the browser a second 404), a search box and the way back.
+    assert 'rel="icon"' in html and 'action="/search/"' in html and 'href="/"' in html
