@@ -1,5 +1,6 @@
-"""Every internal link reachable from the home page answers < 400, with no console error, for an anonymous
-visitor and for a signed-in member (a bounded breadth-first crawl: same host, GET only)."""
+"""Every internal link reachable from the home page answers < 400, with no console error, for each persona:
+an anonymous visitor, a submitting member, a reviewer, a chair and an operator (a bounded breadth-first
+crawl: same host, GET only)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from collections import deque
 from urllib.parse import urldefrag, urlparse
 
 import pytest
+from django.contrib.auth import get_user_model
 
+from accounts.models import Membership, Organization
+from accounts.services import membership_add
+from catalog.models import Round
 from tests.browser.site_world import build_site
 from tests.people import PASSWORD
 
@@ -74,3 +79,30 @@ def test_every_link_from_home_answers_for_a_member(live_server, page) -> None:
     assert not errors, errors
     paths = {urlparse(u).path for u in visited}
     assert "/submit/" in paths and "/accounts/organizations/hidden-tour/members/" in paths
+
+
+def _sign_in(page, base: str, username: str) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("form.stacked button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+@pytest.mark.parametrize("persona", ["reviewer", "chair", "operator"])
+def test_every_link_from_home_answers_for_the_other_personas(live_server, page, persona) -> None:
+    build_site()
+    user = get_user_model().objects.create_user(persona, password=PASSWORD, is_staff=persona == "operator")
+    if persona == "reviewer":
+        membership_add(user=user, organization=Organization.objects.get(slug="kite-tour"),
+                       role=Membership.Role.REVIEWER)
+    if persona == "chair":
+        Round.objects.get(slug="tour-v3").chairs.add(user)
+    _sign_in(page, live_server.url, persona)
+    visited, failures, errors = _crawl(page, live_server.url)
+    assert not failures, failures
+    assert not errors, errors
+    paths = {urlparse(u).path for u in visited}
+    expected = {"reviewer": "/organizations/kite-tour/", "chair": "/rounds/tour-v3/",
+                "operator": "/operators/runners/"}[persona]
+    assert expected in paths, sorted(paths)
