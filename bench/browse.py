@@ -2,7 +2,9 @@
 
 For each size (default 20,000 then 200,000 results in 10 published rounds, a tenth of them in the newest
 round) the script creates its own database, migrates it, fills it with bulk inserts (COPY on PostgreSQL),
-serves it with gunicorn (--workers, --threads), and measures each URL with --clients concurrent keep-alive
+serves it with gunicorn (--workers, --threads). All sizes are served at once, and each URL is measured on
+every size side by side, in two halves ordered A B B A, so that the load of a shared machine drifting
+during the run does not pass for growth with the data. Each measurement: --clients concurrent keep-alive
 clients for --seconds (at least 3 requests each), twice:
 
 - cached: anonymous, after a warm-up that fills every worker's cache (what a repeat visitor gets);
@@ -12,7 +14,7 @@ clients for --seconds (at least 3 requests each), twice:
 URLs: the newest round's table page, /api/v1/results/ filtered and ordered (a page of 100), the round's CSV
 export, and every chart endpoint. Then it exports the same result rows to SQLite with the indexes Result
 declares, serves them with Datasette (from the `bench` extra: a venv of its own, never imported by Podium)
-and measures the same filtered, ordered page of 100 through Datasette's JSON API, right after Podium's.
+and measures the same filtered, ordered page of 100 through Datasette's JSON API, side by side with Podium's.
 
 Printed: median and p95 per URL, with the 1-minute load average beside every figure; Podium/Datasette for
 the API page (goal <= 0.5x); the growth from the smallest to the largest size per URL (goal <= 1.5x); the
@@ -45,7 +47,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +77,8 @@ def load_triple() -> str:
 @dataclass
 class Database:
     url: str
+
+    made: ClassVar[list[Database]] = []  # the databases of the sizes, all dropped on exit
 
     @property
     def postgres(self) -> bool:
@@ -110,6 +114,23 @@ class Database:
             return False
         self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)',
                     f'CREATE DATABASE "{self.name}" TEMPLATE "{self.template}"')
+        return True
+
+    def for_size(self, total: int) -> Database:
+        """The database of one data set: each size has its own, so that all are served side by side."""
+        if self.postgres:
+            parts = urlsplit(self.url)
+            return Database(urlunsplit((parts.scheme, parts.netloc, f"/{self.name}_{total}", parts.query, "")))
+        path = Path(self.name)
+        return Database(f"sqlite:///{path.with_name(f'{path.stem}_{total}{path.suffix}')}")
+
+    def from_template_of(self, base: Database) -> bool:
+        """Created as a copy of `base`'s migrated template (PostgreSQL); False where it must be migrated."""
+        if not self.postgres:
+            Path(self.name).unlink(missing_ok=True)
+            return False
+        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)',
+                    f'CREATE DATABASE "{self.name}" TEMPLATE "{base.template}"')
         return True
 
     def drop(self) -> None:
@@ -420,6 +441,32 @@ class Figures:
 
 def measure(port: int, path: str, cookie: str, seconds: float, clients: int) -> Figures:
     """`clients` keep-alive connections requesting `path` back to back for `seconds`, at least MIN_REQUESTS."""
+    latencies, errors = collect(port, path, cookie, seconds, clients)
+    return figures(latencies, errors)
+
+
+def measure_side_by_side(targets: list[tuple[int, str, str]], seconds: float, clients: int) -> list[Figures]:
+    """Each (port, path, cookie) for `seconds` in all, in two halves ordered A B … B A: a machine whose
+    load drifts during the run (a shared one) weighs on every target alike, so ratios between them hold."""
+    found: list[tuple[list[float], int]] = [([], 0) for _ in targets]
+    order = list(range(len(targets)))
+    for index in order + order[::-1]:
+        port, path, cookie = targets[index]
+        latencies, errors = collect(port, path, cookie, seconds / 2, clients)
+        found[index] = (found[index][0] + latencies, found[index][1] + errors)
+    return [figures(latencies, errors) for latencies, errors in found]
+
+
+def figures(latencies: list[float], errors: int) -> Figures:
+    if not latencies:
+        return Figures(float("nan"), float("nan"), 0, errors, load())
+    ordered = sorted(latencies)
+    return Figures(statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+                   len(ordered), errors, load())
+
+
+def collect(port: int, path: str, cookie: str, seconds: float, clients: int) -> tuple[list[float], int]:
+    """Latencies (ms) of the successful requests, and the number of failed ones."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -452,19 +499,15 @@ def measure(port: int, path: str, cookie: str, seconds: float, clients: int) -> 
         thread.start()
     for thread in threads:
         thread.join()
-    if not latencies:
-        return Figures(float("nan"), float("nan"), 0, errors[0], load())
-    ordered = sorted(latencies)
-    return Figures(statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-                   len(ordered), errors[0], load())
+    return latencies, errors[0]
 
 
-def gunicorn(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> Server:
+def gunicorn(args: argparse.Namespace, env: dict[str, str], tmp: Path, log: str = "gunicorn.log") -> Server:
     port = free_port()
     command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}",
                "--workers", str(args.workers), "--threads", str(args.threads), "--worker-class", "gthread",
                "--timeout", "300", "--config", "/dev/null"]
-    return Server(command, port, "/healthz", tmp / "gunicorn.log", env)
+    return Server(command, port, "/healthz", tmp / log, env)
 
 
 # --- Datasette -------------------------------------------------------------------------------------------
@@ -543,61 +586,113 @@ class SizeResult:
     queries: dict[str, tuple[int, int]]
 
 
-def run_size(total: int, args: argparse.Namespace, database: Database, env: dict[str, str], tmp: Path) -> SizeResult:
-    from django.core.management import call_command
+@dataclass
+class Prepared:
+    """One size: its database filled, its SQL query counts, and a gunicorn serving it."""
+
+    database: Database
+    made: Made
+    paths: dict[str, str]
+    queries: dict[str, tuple[int, int]]
+    server: Server
+
+
+def use_database(database: Database) -> None:
+    """Point this process's Django connection at one size's database (for filling and counting)."""
     from django.db import connections
 
     connections.close_all()
-    if not database.from_template():
-        database.recreate()
+    connections["default"].settings_dict["NAME"] = database.name
+
+
+def prepare_size(total: int, args: argparse.Namespace, base: Database, env: dict[str, str], tmp: Path) -> Prepared:
+    from django.core.management import call_command
+    from django.db import connections
+
+    database = base.for_size(total)
+    Database.made.append(database)
+    use_database(database)
+    if not database.from_template_of(base):
         call_command("migrate", verbosity=0)
     made = generate(total)
     with connections["default"].cursor() as cursor:
         if connections["default"].vendor == "postgresql":
-            cursor.execute("ANALYZE")
+            # What autovacuum does within a minute of a bulk load in production: statistics for the
+            # planner, and the visibility map that lets it answer from covering indexes alone.
+            cursor.execute("VACUUM ANALYZE")
     paths = urls(made)
     print(f"\n== {made.results:,} results, {made.newest_results:,} in the newest round ({made.newest}); generated "
           f"in {made.seconds:.1f} s; {load_triple()}", flush=True)
     queries = queries_per_request(paths, made.cookie)
     connections.close_all()
-    server = gunicorn(args, env, tmp)
-    cached: dict[str, Figures] = {}
-    uncached: dict[str, Figures] = {}
+    server = gunicorn(args, {**env, "DATABASE_URL": database.url}, tmp, f"gunicorn-{total}.log")
+    return Prepared(database, made, paths, queries, server)
+
+
+def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: dict[str, str],
+              tmp: Path) -> list[SizeResult]:
+    """Every size filled and served at once; then each URL measured on all sizes side by side (A B B A),
+    so that a change of the machine's load during the run does not pass for growth with the data."""
+    prepared: list[Prepared] = []
     try:
-        for name, path in paths.items():
-            # Anonymous requests on new connections first, so that every worker's cache (per process by
-            # default) holds the answer: a keep-alive connection would stay with one worker.
-            for _ in range(args.workers * 4):
-                fetch(server.port, path, "")
-            cached[name] = measure(server.port, path, "", args.seconds, args.clients)
-            uncached[name] = measure(server.port, path, made.cookie, args.seconds, args.clients)
-            print(f"  {name:<38} cached   {cached[name]}\n  {'':<38} uncached {uncached[name]}   "
-                  f"SQL queries (cold): {queries[name][0]} anonymous, {queries[name][1]} signed in", flush=True)
-        rss = server.worker_rss_mb()
-        print(f"  gunicorn workers RSS after this size: {', '.join(f'{x:.0f} MB' for x in rss)}; {load()}")
-        api = paths["results API, filtered, ordered, 100"]
-        sqlite_path = tmp / "bench.sqlite3"
-        exported = export_sqlite(sqlite_path)
-        peer = datasette(tmp, sqlite_path)
-        try:
-            # Back to back: Podium's uncached page, then Datasette's for the same query on the same rows.
-            ours = measure(server.port, api, made.cookie, args.seconds, args.clients)
-            measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", 1.0, 1)
-            theirs = measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", args.seconds, args.clients)
-            # For reference only: without the count Datasette runs on every request (Podium's is cached).
-            uncounted = measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}&_nocount=1", "", args.seconds,
-                                args.clients)
-        finally:
-            peer.stop()
-        print(f"  Podium    {api} (signed in)\n            {ours}\n"
-              f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n            {theirs}\n"
-              f"  Datasette the same with &_nocount=1 (reference)\n            {uncounted}")
+        for total in sizes:
+            prepared.append(prepare_size(total, args, base, env, tmp))
+        cached: list[dict[str, Figures]] = [{} for _ in prepared]
+        uncached: list[dict[str, Figures]] = [{} for _ in prepared]
+        print(f"\n== Each URL on every size, side by side; {load_triple()}", flush=True)
+        for name in prepared[0].paths:
+            for p in prepared:
+                # Anonymous requests on new connections first, so that every worker's cache (per process by
+                # default) holds the answer: a keep-alive connection would stay with one worker.
+                for _ in range(args.workers * 4):
+                    fetch(p.server.port, p.paths[name], "")
+            for mode, store in (("cached", cached), ("uncached", uncached)):
+                found = measure_side_by_side(
+                    [(p.server.port, p.paths[name], p.made.cookie if mode == "uncached" else "") for p in prepared],
+                    args.seconds, args.clients)
+                for index, figure in enumerate(found):
+                    store[index][name] = figure
+            for index, p in enumerate(prepared):
+                label = name if index == 0 else ""
+                print(f"  {label:<38} {p.made.results:>7,} cached   {cached[index][name]}\n  {'':<38} {'':>7} "
+                      f"uncached {uncached[index][name]}   SQL queries (cold): {p.queries[name][0]} anonymous, "
+                      f"{p.queries[name][1]} signed in", flush=True)
+        results = []
+        for index, p in enumerate(prepared):
+            rss = p.server.worker_rss_mb()
+            print(f"\n== {p.made.results:,} results: gunicorn workers RSS {', '.join(f'{x:.0f} MB' for x in rss)}; "
+                  f"{load()}")
+            api = p.paths["results API, filtered, ordered, 100"]
+            # Datasette names the database after the file: "bench" for every size, in a folder of its own.
+            sqlite_path = tmp / f"datasette-{p.made.results}" / "bench.sqlite3"
+            sqlite_path.parent.mkdir(exist_ok=True)
+            use_database(p.database)
+            exported = export_sqlite(sqlite_path)
+            peer = datasette(tmp, sqlite_path)
+            try:
+                # Back to back: Podium's uncached page and Datasette's for the same query on the same rows.
+                measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", 1.0, 1)
+                ours, theirs = measure_side_by_side(
+                    [(p.server.port, api, p.made.cookie), (peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "")],
+                    args.seconds, args.clients)
+                # For reference only: without the count Datasette runs on every request (Podium's is cached).
+                uncounted = measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}&_nocount=1", "",
+                                    args.seconds, args.clients)
+            finally:
+                peer.stop()
+            print(f"  Podium    {api} (signed in)\n            {ours}\n"
+                  f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n"
+                  f"            {theirs}\n  Datasette the same with &_nocount=1 (reference)\n            {uncounted}")
+            results.append(SizeResult(p.made, cached[index], uncached[index], theirs, ours, rss, p.queries))
+        return results
     except BaseException:
-        print(f"gunicorn's log (last lines):\n{server.log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
+        for p in prepared:
+            tail = p.server.log.read_text(errors="replace")[-3000:]
+            print(f"gunicorn's log ({p.made.results:,} results; last lines):\n{tail}", file=sys.stderr)
         raise
     finally:
-        server.stop()
-    return SizeResult(made, cached, uncached, theirs, ours, rss, queries)
+        for p in prepared:
+            p.server.stop()
 
 
 def summary(results: list[SizeResult]) -> None:
@@ -657,8 +752,9 @@ def cleaned_up(database: Database) -> Iterator[None]:
         from django.db import connections
 
         connections.close_all()
-        with contextlib.suppress(Exception):
-            database.drop()
+        for made in [*Database.made, database]:
+            with contextlib.suppress(Exception):
+                made.drop()
 
 
 def main() -> None:
@@ -693,7 +789,7 @@ def main() -> None:
             connections.close_all()
             database.keep_as_template()
             print(f"migrated in {time.perf_counter() - started:.1f} s", flush=True)
-            results = [run_size(size, args, database, dict(os.environ), Path(tmp)) for size in sizes]
+            results = run_sizes(sizes, args, database, dict(os.environ), Path(tmp))
             summary(results)
             print(json.dumps({"sizes": sizes, "load": os.getloadavg()}))
 

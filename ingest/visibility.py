@@ -41,7 +41,9 @@ _HOLD_RULES: dict[str, HoldRule] = {}
 
 def register_hold(name: str, rule: HoldRule) -> None:
     """Called from an AppConfig.ready(); registering the same name again replaces the rule."""
+    global _held_built
     _HOLD_RULES[name] = rule
+    _held_built = None
 
 
 # --- the rule itself (private: callers use the selectors) --------------------------------------------
@@ -75,14 +77,51 @@ def _grant(user: Visitor | Viewer, now: datetime.datetime) -> _Grant:
     return _Grant(organizations=orgs, rounds=frozenset(rounds))
 
 
+# Where a request's grant is kept: on the user object of the request (request.user), beside the viewer
+# ViewerMiddleware keeps there, so that the list, its count and the ETag of one request share one
+# computation (the grant costs a query). It is reused only with the same viewer object, so a viewer
+# recomputed after a membership changed (accounts.viewer.forget_viewer) recomputes the grant too, and
+# only for the same instant or when the caller names none, so an explicit `now` is always honoured. A
+# user object outside a request gets a fresh viewer on every call, hence no reuse at all.
+_GRANT_ATTRIBUTE = "_podium_grant"
+
+
+def _grant_at(user: Visitor | Viewer, now: datetime.datetime | None) -> tuple[_Grant, datetime.datetime]:
+    """The visitor's grant and the instant it was computed for (`now`, or the clock's)."""
+    viewer = viewer_of(user)
+    if not viewer.is_authenticated:
+        return _Grant(), now or timezone.now()
+    holder = viewer.user.__dict__
+    kept = holder.get(_GRANT_ATTRIBUTE)
+    if kept is not None and kept[0] is viewer and (now is None or kept[1] == now):
+        return kept[2], kept[1]
+    now = now or timezone.now()
+    grant = _grant(viewer, now)
+    holder[_GRANT_ATTRIBUTE] = (viewer, now, grant)
+    return grant, now
+
+
+# The held results' subquery, built once per process and set of rules: it depends on neither the
+# visitor nor the clock, and building it (the rules' correlated subqueries) cost a sizeable part of a
+# signed-in API page's CPU. A queryset used as a subquery is cloned where it is used, never changed.
+_held_built: QuerySet | None = None
+
+
 def _held() -> QuerySet | None:
     """Primary keys of the results some registered rule holds back; None when no rule is registered."""
+    global _held_built
     if not _HOLD_RULES:
         return None
-    held = Q()
-    for rule in _HOLD_RULES.values():
-        held |= Q(pk__in=rule())
-    return Result.objects.filter(held).values("pk")
+    if _held_built is None:
+        rules = [rule() for rule in _HOLD_RULES.values()]
+        if len(rules) == 1:
+            _held_built = rules[0]  # the rule's own queryset of primary keys: one subquery level less
+        else:
+            held = Q()
+            for rule in rules:
+                held |= Q(pk__in=rule)
+            _held_built = Result.objects.filter(held).values("pk")
+    return _held_built
 
 
 def _granted(grant: _Grant, public: Q, prefix: str = "") -> Q:
@@ -121,19 +160,18 @@ def _container_q(grant: _Grant, now: datetime.datetime, *, link: str, prefix: st
 
 def visible_results(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> ResultQuerySet:
     """Every result (all versions) the visitor may see: the start of every table, chart, export and count."""
-    now = now or timezone.now()
-    return Result.objects.filter(_result_q(_grant(user, now), now))
+    grant, now = _grant_at(user, now)
+    return Result.objects.filter(_result_q(grant, now))
 
 
 def visible_runs(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Run]:
-    now = now or timezone.now()
-    return Run.objects.filter(_result_q(_grant(user, now), now, prefix="result__", result="result"))
+    grant, now = _grant_at(user, now)
+    return Run.objects.filter(_result_q(grant, now, prefix="result__", result="result"))
 
 
 def visible_findings(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Finding]:
     """Findings about a visible result, and findings about a whole bundle whose submission is visible."""
-    now = now or timezone.now()
-    grant = _grant(user, now)
+    grant, now = _grant_at(user, now)
     about_result = Q(result__isnull=False) & _result_q(grant, now, prefix="result__", result="result")
     about_bundle = Q(result__isnull=True) & _container_q(grant, now, link="submission", prefix="submission__",
                                                           outer="submission_id")
@@ -141,13 +179,13 @@ def visible_findings(user: Visitor | Viewer, *, now: datetime.datetime | None = 
 
 
 def visible_systems(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[System]:
-    now = now or timezone.now()
-    return System.objects.filter(_container_q(_grant(user, now), now, link="system"))
+    grant, now = _grant_at(user, now)
+    return System.objects.filter(_container_q(grant, now, link="system"))
 
 
 def visible_submissions(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Submission]:
-    now = now or timezone.now()
-    return Submission.objects.filter(_container_q(_grant(user, now), now, link="submission"))
+    grant, now = _grant_at(user, now)
+    return Submission.objects.filter(_container_q(grant, now, link="submission"))
 
 
 def visible_rounds(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> RoundQuerySet:
@@ -171,6 +209,6 @@ def viewer_fingerprint(user: Visitor | Viewer, *, now: datetime.datetime | None 
     viewer = viewer_of(user)
     if not viewer.is_authenticated:
         return "anonymous"
-    grant = _grant(viewer, now or timezone.now())
+    grant, _ = _grant_at(viewer, now)
     parts = (grant.everything, sorted(grant.organizations), sorted(grant.rounds), sorted(viewer.chaired_round_ids))
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]

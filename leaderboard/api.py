@@ -30,11 +30,12 @@ from django.utils.http import http_date, parse_etags, quote_etag
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers, status, viewsets
+from rest_framework import ISO_8601, serializers, status, viewsets
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from accounts.authentication import TokenScopeAllows
 from accounts.models import Organization
@@ -537,6 +538,15 @@ def _around_id(view_name: str) -> tuple[str, str]:
     return before, after
 
 
+def _iso_datetime(value: datetime.datetime, zone: datetime.tzinfo) -> str:
+    """What DRF's DateTimeField writes with the default settings (ISO 8601 in the current time zone, UTC
+    as Z), with the zone looked up once per page rather than per value (its lookups were a fifth of a
+    page's CPU)."""
+    value = value.astimezone(zone) if timezone.is_aware(value) else timezone.make_aware(value, zone)
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 class ResultRows:
     """The results list's rows exactly as ResultOutput writes them, built from `values()` dicts: no model
     instance, no walk through the serializer's fields per row, no URL reversal per row. ResultOutput stays
@@ -554,7 +564,10 @@ class ResultRows:
                 self.plan.append((name, "", self.official))
             else:
                 # DateTimeField formats (ISO 8601, Z); every other field returns the column's value as is.
-                convert = field.to_representation if isinstance(field, serializers.DateTimeField) else None
+                convert = None
+                if isinstance(field, serializers.DateTimeField):
+                    iso = str(getattr(field, "format", api_settings.DATETIME_FORMAT)).lower() == ISO_8601
+                    convert = _iso_datetime if iso else field.to_representation
                 self.plan.append((name, str(field.source).replace(".", "__"), convert))
         self.columns = sorted({column for _, column, _ in self.plan if column}
                               | {"id", "system_id", "verdict", "score", "withdrawn_at", "created_at",
@@ -569,6 +582,7 @@ class ResultRows:
         detail, web, system = (_around_id(view) for view in ("api:result-detail", "leaderboard:result",
                                                               "api:system-detail"))
         runs, findings = f"{base}{reverse('api:run-list')}?result=", f"{base}{reverse('api:finding-list')}?result="
+        zone = timezone.get_current_timezone()
         out = []
         for row in page:
             pk = row["id"]
@@ -581,7 +595,12 @@ class ResultRows:
                     item[name] = urls[name] if convert is None else convert(row)
                     continue
                 value = row[column]
-                item[name] = convert(value) if convert is not None and value is not None else value
+                if value is None or convert is None:
+                    item[name] = value
+                elif convert is _iso_datetime:
+                    item[name] = _iso_datetime(value, zone)
+                else:
+                    item[name] = convert(value)
             out.append(item)
         return out
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, When, Window
+from django.db.models.functions import RowNumber
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -76,12 +77,28 @@ def _point(row: dict[str, Any]) -> charts.ResultPoint:
     )
 
 
-def _points(results: ResultQuerySet) -> list[charts.ResultPoint]:
-    return [_point(row) for row in results.order_by("score", "pk").values(*POINT_COLUMNS)]
+def round_results(user: Visitor, round_: Round, key: str, division: str) -> ResultQuerySet:
+    return scored_results(user).filter(round=round_, benchmark_key=key, division=division)
 
 
-def round_points(user: Visitor, round_: Round, key: str, division: str) -> list[charts.ResultPoint]:
-    return _points(scored_results(user).filter(round=round_, benchmark_key=key, division=division))
+# What the round charts draw is bounded by what a reader can take in, not by the size of the round: a
+# round ten times larger (more systems of the same submitters) costs a larger aggregate in SQL, not ten
+# times the points, table rows and bytes. Every result stays in the round's table, export and the API.
+SCALING_FAMILIES = 12  # families drawn in the scaling chart: those with the most sizes
+SPREAD_BARS = 40  # bars in the spread chart: half the steadiest results, half the least steady
+
+
+def _fastest_of_each(results: ResultQuerySet, group: list[Any]) -> tuple[list[charts.ResultPoint], int]:
+    """The fastest result of each group (by score, then id: the one the front and the family tables
+    would pick among them), in (score, id) order, and how many results the groups hold together. One
+    query: the ranking is a window function in SQL, so only the winners reach Python."""
+    partition = [F(part) if isinstance(part, str) else part for part in group]
+    rows = list(
+        results.annotate(place=Window(RowNumber(), partition_by=partition, order_by=[F("score").asc(), F("pk").asc()]),
+                         members=Window(Count("pk"), partition_by=partition))
+        .filter(place=1).order_by("score", "pk").values(*POINT_COLUMNS, "members")
+    )
+    return [_point(row) for row in rows], sum(row["members"] for row in rows)
 
 
 def _title(benchmark: Benchmark, round_: Round, division: str, what: str) -> str:
@@ -89,18 +106,63 @@ def _title(benchmark: Benchmark, round_: Round, division: str, what: str) -> str
 
 
 def scale_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str) -> charts.Chart:
-    return charts.scale_chart(round_points(user, round_, benchmark.key, division),
-                              title=_title(benchmark, round_, division, "Time to train vs. scale"))
+    """One point per submitter and scale: its fastest result on that many accelerators (CPU-only: hosts).
+    The Pareto front is the same as over every result: a result on the front is the fastest at its
+    scale, so the fastest of its submitter there."""
+    cpu_hosts = Case(When(accelerator_count=0, then=F("host_count")), default=None, output_field=IntegerField())
+    points, results = _fastest_of_each(round_results(user, round_, benchmark.key, division),
+                                       ["organization_id", "submitter", "accelerator_count", cpu_hosts])
+    chart = charts.scale_chart(points, title=_title(benchmark, round_, division, "Time to train vs. scale"))
+    if results > len(points):
+        chart.notes.append(f"One point per submitter and scale, its fastest result there: {len(points):,} points "
+                           f"for {results:,} results. Every result is in the round's table and export.")
+    return chart
 
 
 def scaling_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str) -> charts.Chart:
-    return charts.scaling_chart(round_points(user, round_, benchmark.key, division),
-                                title=_title(benchmark, round_, division, "Scaling efficiency"))
+    """The families (submitter, accelerator model) with results at two or more sizes, those with the most
+    sizes first, at most SCALING_FAMILIES of them; of each size its fastest result, as
+    charts.scaling_efficiency reads it. Two queries: the families with their number of sizes, then the
+    fastest result of each size of the families drawn."""
+    results = round_results(user, round_, benchmark.key, division).filter(accelerator_count__gt=0).exclude(
+        accelerator_model="")
+    families = list(results.values("organization_id", "submitter", "accelerator_model")
+                    .annotate(sizes=Count("accelerator_count", distinct=True)).filter(sizes__gte=2)
+                    .order_by("-sizes", "submitter", "accelerator_model", "organization_id"))
+    # Matches nothing, but is a query all the same: the chart costs the same queries with no family.
+    drawn = Q(pk__isnull=True)
+    for family in families[:SCALING_FAMILIES]:
+        drawn |= Q(organization_id=family["organization_id"], submitter=family["submitter"],
+                   accelerator_model=family["accelerator_model"])
+    points, _ = _fastest_of_each(results.filter(drawn), ["organization_id", "submitter", "accelerator_model",
+                                                         "accelerator_count"])
+    chart = charts.scaling_chart(points, title=_title(benchmark, round_, division, "Scaling efficiency"))
+    if len(families) > SCALING_FAMILIES:
+        chart.notes.append(f"The {SCALING_FAMILIES} families with the most sizes are drawn, of {len(families):,} "
+                           "with results at two or more sizes.")
+    return chart
 
 
 def spread_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str) -> charts.Chart:
-    return charts.spread_chart(round_points(user, round_, benchmark.key, division),
-                               title=_title(benchmark, round_, division, "Run-to-run spread"))
+    """The SPREAD_BARS / 2 steadiest and least steady results (all of them when there are no more than
+    SPREAD_BARS), ranked in SQL; the rest are counted, not loaded."""
+    results = round_results(user, round_, benchmark.key, division)
+    counts = results.aggregate(scored=Count("pk"), with_cv=Count("runs_cv"))
+    half = SPREAD_BARS // 2
+    ranked = results.filter(runs_cv__isnull=False).annotate(
+        steadier=Window(RowNumber(), order_by=[F("runs_cv").asc(), F("pk").asc()]),
+        shakier=Window(RowNumber(), order_by=[F("runs_cv").desc(), F("pk").desc()]))
+    if counts["with_cv"] > SPREAD_BARS:
+        ranked = ranked.filter(Q(steadier__lte=half) | Q(shakier__lte=half))
+    points = [_point(row) for row in ranked.order_by("runs_cv", "pk").values(*POINT_COLUMNS)]
+    chart = charts.spread_chart(points, title=_title(benchmark, round_, division, "Run-to-run spread"))
+    without = counts["scored"] - counts["with_cv"]
+    if without:
+        chart.notes.append(f"{without} result(s) have fewer than two successful runs and no CV.")
+    if counts["with_cv"] > len(points):
+        chart.notes.append(f"The {half} steadiest and the {half} least steady of {counts['with_cv']:,} results are "
+                           "drawn; every result's CV is in the round's export (runs_cv).")
+    return chart
 
 
 def _version(ruleset: str) -> tuple[int, ...]:
@@ -358,8 +420,8 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
 
     context["sections"] = [
         section("scale", "Time to train against scale",
-                "One point per result; log–log. The line is the Pareto front: the fastest time reached on that "
-                "many accelerators or fewer.",
+                "One point per submitter and accelerator count, its fastest result there; log–log. The line is "
+                "the Pareto front: the fastest time reached on that many accelerators or fewer.",
                 f"{reverse('leaderboard:chart_scale', args=[round_.slug])}?{query}",
                 for_visitor(request, "chart-scale", parts, lambda: scale_data(user, round_, benchmark, division))),
         section("scaling", "Scaling efficiency within a system family",

@@ -6,10 +6,12 @@ none of them can widen it. Unknown choices and malformed numbers answer 400, not
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import F, OrderBy, Q, QuerySet
+from django.http import QueryDict
 from django_filters import rest_framework as df
 
 from accounts.models import Organization
@@ -38,6 +40,40 @@ class NullsLastOrderingFilter(df.OrderingFilter):
         return qs.order_by(*[self.get_ordering_value(param) for param in value], "pk")
 
 
+class LeanFilterSet(df.FilterSet):
+    """A FilterSet that costs little per request. django-filter deep-copies every filter and builds a new
+    form class, with new form fields, for each request: for the results list (twenty filters, an
+    ordering over thirty fields) that cost more CPU than the page's query. Here the form class is built
+    once per FilterSet class (Django's Form still copies its fields per instance, so a form never shares
+    state), and each filter is copied shallowly: it gets its own `parent` and `model`, while what it was
+    declared with (lookup, choices, help) is shared and never written at request time."""
+
+    def __init__(self, data: Any = None, queryset: QuerySet[Any] | None = None, *, request: Any = None,
+                 prefix: str | None = None) -> None:
+        if queryset is None:
+            queryset = self._meta.model._default_manager.all()
+        self.is_bound = data is not None
+        self.data = data or QueryDict()
+        self.queryset = queryset
+        self.request = request
+        self.form_prefix = prefix
+        self.filters = {name: copy.copy(filter_) for name, filter_ in self.base_filters.items()}
+        for filter_ in self.filters.values():
+            filter_.model = queryset.model
+            filter_.parent = self
+            if filter_.method is not None:
+                filter_.method = filter_.method  # a new FilterMethod bound to this copy, not the declared one
+
+    def get_form_class(self) -> type[Any]:
+        cls = type(self)
+        built = cls.__dict__.get("_lean_form_class")
+        if built is None:
+            fields = {name: filter_.field for name, filter_ in cls.base_filters.items()}
+            built = type(f"{cls.__name__}Form", (self._meta.form,), fields)
+            cls._lean_form_class = built  # a race builds it twice, harmlessly
+        return built
+
+
 # The results list's default ordering: newest round first, then benchmark, fastest first, id to break
 # ties. All on Result's own columns (round_publication_date is the round's date copied onto the row), so
 # an index on Result serves it and a page of 100 reads 100 index entries, not a sort of every row.
@@ -50,7 +86,7 @@ def _number(field_name: str, lookup: str, help_text: str) -> df.NumberFilter:
     return df.NumberFilter(field_name=field_name, lookup_expr=lookup, help_text=help_text)
 
 
-class ResultFilter(df.FilterSet):
+class ResultFilter(LeanFilterSet):
     round = df.CharFilter(method="filter_round", help_text="Round slug, e.g. training-v4.0")
     benchmark = df.CharFilter(field_name="benchmark_key", help_text="Benchmark key as mlperf-logging names it, "
                                                                     "e.g. resnet, bert, llama2_70b_lora")
@@ -119,7 +155,7 @@ class ResultFilter(df.FilterSet):
         return queryset
 
 
-class RoundFilter(df.FilterSet):
+class RoundFilter(LeanFilterSet):
     ruleset = df.CharFilter(help_text="mlperf-logging ruleset, e.g. 4.0.0")
     usage = df.CharFilter(help_text="training")
     ordering = NullsLastOrderingFilter(
@@ -132,7 +168,7 @@ class RoundFilter(df.FilterSet):
         fields: list[str] = []
 
 
-class BenchmarkFilter(df.FilterSet):
+class BenchmarkFilter(LeanFilterSet):
     round = df.CharFilter(field_name="round__slug", help_text="Round slug")
     key = df.CharFilter(help_text="Benchmark key, e.g. resnet")
     area = df.CharFilter(lookup_expr="iexact", help_text="e.g. Vision, Language")
@@ -142,7 +178,7 @@ class BenchmarkFilter(df.FilterSet):
         fields: list[str] = []
 
 
-class OrganizationFilter(df.FilterSet):
+class OrganizationFilter(LeanFilterSet):
     round = df.CharFilter(method="filter_round", help_text="Only organizations with results in this round (slug)")
 
     class Meta:
@@ -157,7 +193,7 @@ class OrganizationFilter(df.FilterSet):
         return queryset.filter(pk__in=visible.values("organization_id"))
 
 
-class SystemFilter(df.FilterSet):
+class SystemFilter(LeanFilterSet):
     round = df.CharFilter(field_name="round__slug", help_text="Round slug")
     organization = df.CharFilter(field_name="organization__slug", help_text="Organization slug")
     slug = df.CharFilter(help_text="System slug (the systems/<slug>.json file name)")
@@ -180,7 +216,7 @@ class SystemFilter(df.FilterSet):
         fields: list[str] = []
 
 
-class RunFilter(df.FilterSet):
+class RunFilter(LeanFilterSet):
     result = df.NumberFilter(field_name="result_id", help_text="Result id")
     counted = df.BooleanFilter(help_text="true: only the runs the score counts")
 
@@ -189,7 +225,7 @@ class RunFilter(df.FilterSet):
         fields: list[str] = []
 
 
-class FindingFilter(df.FilterSet):
+class FindingFilter(LeanFilterSet):
     result = df.NumberFilter(field_name="result_id", help_text="Result id")
     run = df.NumberFilter(field_name="run_id", help_text="Run id")
     severity = df.ChoiceFilter(choices=Finding.Severity.choices)

@@ -98,7 +98,9 @@ class TableView:
             value = params.get(name, "").strip()
             return value if allowed is None or value in allowed else ""
 
-        columns = tuple(c for c in params.get("cols", "").split(",") if c)
+        # One comma-separated `cols` (what static/filters.js writes) or one `cols` per ticked box (the form
+        # submitted without JavaScript).
+        columns = tuple(c for value in params.getlist("cols") for c in value.split(",") if c)
         return cls(
             division=one("division", DIVISIONS),
             category=one("category", CATEGORIES),
@@ -195,9 +197,11 @@ class Cell:
 _REPRO_MARK = {"reproduced": "✓", "mismatch": "✗"}
 
 
-def cell_html(key: str, cell: Cell | None) -> SafeString:
+def cell_html(key: str, cell: Cell | None, label: str = "Compare") -> SafeString:
     """One score cell, the markup the template wrote before, built here: a page has hundreds of them
-    and the template engine spent most of the page's time on their conditionals."""
+    and the template engine spent most of the page's time on their conditionals. `label` names the
+    compare box for a screen reader ("Compare Acme 512 ResNet-50"): a column of boxes all called
+    "compare" does not say which result each one picks."""
     if cell is None:
         return format_html('<td class="num score" data-benchmark="{}"></td>', key)
     title = cell.verdict_label + (f": {cell.no_score_reason}" if cell.no_score_reason else "")
@@ -216,8 +220,8 @@ def cell_html(key: str, cell: Cell | None) -> SafeString:
                             cell.reproduction, note, _REPRO_MARK.get(cell.reproduction, "?"))
     return format_html(
         '<td class="num score" data-benchmark="{}"><input type="checkbox" name="ids" value="{}" form="compare-form" '
-        'aria-label="compare"><a href="{}" class="{}" data-value="{}" title="{}">{}</a>{}{}</td>',
-        key, cell.pk, cell.url, cell.verdict, "" if cell.value is None else localize(cell.value), title,
+        'aria-label="{}"><a href="{}" class="{}" data-value="{}" title="{}">{}</a>{}{}</td>',
+        key, cell.pk, label, cell.url, cell.verdict, "" if cell.value is None else localize(cell.value), title,
         # shown and flag are escaped above or constant text
         mark_safe(shown), mark_safe(flag), repro)
 
@@ -234,10 +238,12 @@ class Row:
     category: str
     system_type: str
     cells: list[tuple[str, Cell | None]] = field(default_factory=list)
+    benchmark_names: dict[str, str] = field(default_factory=dict)  # one dict shared by the page's rows
 
     @property
     def cells_html(self) -> list[SafeString]:
-        return [cell_html(key, cell) for key, cell in self.cells]
+        return [cell_html(key, cell, f"Compare {self.name} {self.benchmark_names.get(key, key)}")
+                for key, cell in self.cells]
 
 
 @dataclass
@@ -429,6 +435,7 @@ def build_table(round_: Round, view: TableView, user: Visitor, query: QueryDict 
                 value=c[field_name] if official else None, is_official=official, reproduction=c["reproduction"])
 
     sections: list[Section] = []
+    benchmark_names = {b.key: b.name for b in shown}
     for r in page:
         division, label = SECTIONS[r["section"]]
         if not sections or sections[-1].division != division:
@@ -441,7 +448,7 @@ def build_table(round_: Round, view: TableView, user: Visitor, query: QueryDict 
             accelerator_model=fact.get("accelerator_model", ""), accelerators=fact.get("accelerator_count"),
             hosts=fact.get("host_count"), category=CATEGORIES.get(fact.get("category", ""), ""),
             system_type=SYSTEM_TYPES.get(fact.get("system_type", ""), ""),
-            cells=[(b.key, mine.get(b.key)) for b in shown]))
+            cells=[(b.key, mine.get(b.key)) for b in shown], benchmark_names=benchmark_names))
     return Table(
         round=round_, view=view, benchmarks=shown, all_benchmarks=all_benchmarks,
         columns=[Column(b, _sort_link(query, view, b.key), view.sort == b.key) for b in shown],
@@ -515,36 +522,29 @@ def export_tuples(round_: Round, view: TableView, user: Visitor, base_url: str =
         yield (*head, *row[:-1], url.format(row[-1]))
 
 
-class _Line:
-    """A file-like sink for csv.writer that hands back what was written."""
-
-    def __init__(self) -> None:
-        self.buffer = io.StringIO()
-
-    def write(self, text: str) -> int:
-        return self.buffer.write(text)
-
-    def take(self) -> str:
-        text = self.buffer.getvalue()
-        self.buffer.seek(0)
-        self.buffer.truncate()
-        return text
+def _take(buffer: io.StringIO) -> str:
+    """What was written to the buffer since the last take, and the buffer emptied."""
+    text = buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    return text
 
 
 def export_csv(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
-    sink = _Line()
-    writer = csv.writer(sink)
+    # csv.writer writes straight into a StringIO (C to C): a Python-level sink cost a call per row.
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
     writer.writerow(EXPORT_FIELDS)
-    yield sink.take()
+    yield _take(buffer)
     batch: list[tuple[Any, ...]] = []
     for row in rows:
         batch.append(row)
         if len(batch) == 500:
             writer.writerows(batch)
             batch.clear()
-            yield sink.take()
+            yield _take(buffer)
     writer.writerows(batch)
-    yield sink.take()
+    yield _take(buffer)
 
 
 def export_json(round_: Round, view_query_text: str, rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:

@@ -286,5 +286,5 @@ def test_the_filter_choices_are_cached_per_visibility_never_shared(small_round: 
         html = _page(client, "/rounds/old-v1.0/")
         form = html.index('id="view-form"')
         pages[slug] = html[form:html.index("</form>", form)]  # the filter form
-    assert '<option value="acme"' in pages["acme"] and '<option value="zeta"' not in pages["acme"]
-    assert '<option value="zeta"' in pages["zeta"] and '<option value="acme"' not in pages["zeta"]
+    assert 'value="acme"' in pages["acme"] and 'value="zeta"' not in pages["acme"]
+    assert 'value="zeta"' in pages["zeta"] and 'value="acme"' not in pages["zeta"]
