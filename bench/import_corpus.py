@@ -103,7 +103,8 @@ def official(corpus: Path) -> tuple[float, str]:
 
 
 def profile(corpus: Path, out: Path) -> None:
-    """One import in one process (--jobs 1) under cProfile: checker children show as time waiting on them."""
+    """One import in one process (--jobs 1) under cProfile: checker children show as time waiting on them
+    (each item's checks run in one child, the compliance checks pipelined beside Podium's own reading)."""
     with tempfile.TemporaryDirectory(prefix="podium-bench-profile-") as tmp:
         env = {**os.environ, "PODIUM_VAR_DIR": tmp, "PODIUM_SCRATCH_DIR": f"{tmp}/scratch",
                "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3"}
@@ -114,14 +115,15 @@ def profile(corpus: Path, out: Path) -> None:
     stats = pstats.Stats(str(out))
     total = max(stats.total_tt, 1e-9)  # type: ignore[attr-defined]
     wanted = {
-        "checker children (fork, run, wait, reap)": ("ingest/engine/tool.py", "run_bounded"),
-        "  compliance checker calls": ("ingest/engine/tool.py", "check_compliance"),
-        "  RCP checker calls (parent: scipy import once)": ("ingest/engine/tool.py", "check_rcp"),
+        "verifying items (verify_item)": ("ingest/engine/verify.py", "verify_item"),
+        "  logs: Podium's reading beside the checker": ("ingest/engine/verify.py", "_check_logs"),
+        "    Podium's log reader (parse_log)": ("ingest/engine/logparse.py", "parse_log"),
+        "  waiting for a checker child's answers": ("ingest/engine/tool.py", "_answer"),
         "  seed checker calls": ("ingest/engine/tool.py", "check_seeds"),
-        "  system description checker calls": ("ingest/engine/tool.py", "check_system_desc"),
-        "  os.fork itself": ("~", "<built-in method posix.fork>"),
+        "  RCP checker calls (parent: scipy import once)": ("ingest/engine/tool.py", "check_rcp"),
+        "  system description checker calls (a child's start)": ("ingest/engine/tool.py", "check_system_desc"),
+        "  os.fork itself (one checker child per item)": ("~", "<built-in method posix.fork>"),
         "  waitpid (a child's exit)": ("~", "<built-in method posix.waitpid>"),
-        "Podium's log reader (parse_log)": ("ingest/engine/logparse.py", "parse_log"),
         "database writes (result_store)": ("ingest/services/results.py", "result_store"),
         "run-log storage (run_logs_store)": ("ingest/services/results.py", "run_logs_store"),
         "item digests": ("ingest/engine/tree.py", "digest"),

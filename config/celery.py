@@ -20,6 +20,9 @@ def _preload_checkers(**kwargs: object) -> None:
     from ingest.engine import tool, verify  # noqa: F401 - verify: the rest of the engine a task runs
 
     tool.preload()
+    # The compliance rules too (half a second for every ruleset): each child would parse them on its first
+    # verification, the first upload after a start among them.
+    tool.preload_rules()
 
 
 @worker_ready.connect

@@ -10,7 +10,11 @@ never takes a file from a process that is still working on it, whichever process
 - upload temp files (FILE_UPLOAD_TEMP_DIR): Django streams a large upload there while the request runs;
 - the bundle store: `.incoming-*` files of a copy that died before its rename, and stored bundles that
   no submission names — a process killed between `storage.store` and the commit of its submission
-  row. The store touches a bundle it finds already there, so bytes uploaded again are young again.
+  row. The store touches a bundle it finds already there, so bytes uploaded again are young again;
+- implementation archives (`implementations/`) that no Implementation names, likewise;
+- the run-log store (`logs/`, storage.put_run_log): `.incoming-*` files of a log write that died before
+  its rename. A stored log is never removed here: one that no Run names yet may belong to a transaction
+  still running, and a log is the same file whoever stores it again.
 
 Run at worker start (config.celery), at web start (config.wsgi) and by Celery beat (CELERY_BEAT_SCHEDULE
 "sweep-litter"). See docs/operating.md.
@@ -30,7 +34,8 @@ from celery import shared_task
 from django.conf import settings
 
 from ingest import storage
-from ingest.models import Submission
+from ingest.implementations import ARCHIVES
+from ingest.models import Implementation, Submission
 
 log = logging.getLogger("podium.cleanup")
 # What ingest.storage.store names a bundle: <sha256><suffix>, in a folder named after its first two digits.
@@ -43,10 +48,12 @@ class Swept:
     upload_temp: list[str] = field(default_factory=list)
     incoming: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    incoming_logs: list[str] = field(default_factory=list)
 
     @property
     def count(self) -> int:
-        return len(self.scratch) + len(self.upload_temp) + len(self.incoming) + len(self.orphans)
+        return (len(self.scratch) + len(self.upload_temp) + len(self.incoming) + len(self.orphans)
+                + len(self.incoming_logs))
 
 
 def _older(path: Path, cutoff: float) -> bool:
@@ -123,15 +130,56 @@ def store_sweep(*, cutoff: float) -> tuple[list[str], list[str]]:
     return incoming, orphans
 
 
+def implementations_sweep(*, cutoff: float) -> list[str]:
+    """Implementation archives (ingest.implementations) that no Implementation row names, older than the
+    cutoff: packed by a verification that died before its commit, or left by a deleted submission."""
+    if not storage.is_local():
+        return []
+    root = Path(settings.PODIUM_BUNDLE_DIR).parent / ARCHIVES
+    if not root.is_dir():
+        return []
+    candidates = {f"{ARCHIVES}/{shard.name}/{path.name}": path for shard in sorted(root.iterdir()) if shard.is_dir()
+                  for path in sorted(shard.iterdir()) if STORED_NAME.match(path.name) and _older(path, cutoff)}
+    orphans: list[str] = []
+    names = sorted(candidates)
+    for start in range(0, len(names), 500):
+        chunk = names[start:start + 500]
+        named = set(Implementation.objects.filter(archive_key__in=chunk).values_list("archive_key", flat=True))
+        for key in chunk:
+            # Checked again just before: packing the same code again touches the archive (_put_archive).
+            if key not in named and _older(candidates[key], cutoff) and _remove(candidates[key]):
+                orphans.append(key)
+    return orphans
+
+
+def run_log_sweep(*, cutoff: float) -> list[str]:
+    """Half-written run logs (`logs/<2 digits>/.incoming-*`) older than the cutoff, as `<shard>/<name>`."""
+    if not storage.is_local():
+        return []  # an object store writes a whole object or nothing
+    root = Path(storage.bundle_storage().path(storage.RUN_LOGS))
+    if not root.is_dir():
+        return []
+    removed: list[str] = []
+    for shard in sorted(root.iterdir()):
+        if not shard.is_dir() or len(shard.name) != 2:
+            continue
+        for path in sorted(shard.glob(".incoming-*")):
+            if _older(path, cutoff) and _remove(path):
+                removed.append(f"{shard.name}/{path.name}")
+    return removed
+
+
 def litter_sweep(*, reason: str, now: float | None = None) -> Swept:
     """Remove everything left behind that is older than PODIUM_LITTER_MAX_AGE."""
     cutoff = (now if now is not None else time.time()) - settings.PODIUM_LITTER_MAX_AGE
     swept = Swept(scratch=scratch_sweep(cutoff=cutoff), upload_temp=upload_temp_sweep(cutoff=cutoff))
     swept.incoming, swept.orphans = store_sweep(cutoff=cutoff)
+    swept.orphans += implementations_sweep(cutoff=cutoff)
+    swept.incoming_logs = run_log_sweep(cutoff=cutoff)
     if swept.count:
         log.info("%s: removed %d scratch entries, %d upload temp files, %d half-written and %d orphaned "
-                 "bundle files", reason, len(swept.scratch), len(swept.upload_temp), len(swept.incoming),
-                 len(swept.orphans))
+                 "bundle files, %d half-written run logs", reason, len(swept.scratch), len(swept.upload_temp),
+                 len(swept.incoming), len(swept.orphans), len(swept.incoming_logs))
     return swept
 
 

@@ -19,7 +19,7 @@ import multiprocessing
 import os
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +30,11 @@ from django.db.models import Count
 from accounts.services import organization_get_or_create
 from catalog.models import Round
 from catalog.services import round_for_ruleset
-from ingest import selectors, services
+from ingest import selectors, services, storage
 from ingest.engine import history, rules, tool
 from ingest.engine.tree import ItemSource, TreeError, items_of, submitter_folders
 from ingest.engine.verify import IMPORT, UPLOAD, ItemReport, verify_item
-from ingest.implementations import implementations_pack, implementations_record
+from ingest.implementations import implementation_findings_store, implementations_pack, implementations_record
 from ingest.models import Finding, Result, Run, Submission
 from ingest.services.results import run_logs_store
 
@@ -129,11 +129,19 @@ def resolve_ruleset(root: Path, explicit: str | None) -> str:
                        "or pass --ruleset X.Y.Z")
 
 
-def _verify_safely(args: tuple[ItemSource, str, Path, str, str]) -> ItemReport | str:
-    source, ruleset, scratch, digest, mode = args
+_Work = tuple[ItemSource, str, Path, str, str, bool]
+
+
+def _verify_safely(args: _Work) -> ItemReport | str:
+    source, ruleset, scratch, digest, mode, keep_logs = args
     try:
-        return verify_item(source, ruleset, scratch_root=scratch, digest=digest, mode=mode)
-    except Exception:  # a bug of ours must not take the other items down
+        report = verify_item(source, ruleset, scratch_root=scratch, digest=digest, mode=mode)
+        if keep_logs:
+            # Here, in the worker, beside the other workers' checks: each log is fsynced, a wait the parent,
+            # which stores the items one after the other, would otherwise pay for all of them.
+            run_logs_store(source=source, logs=[(run.file, run.sha256) for run in report.runs])
+        return report
+    except Exception:  # a bug of ours, or a log changed since it was judged: not the other items' business
         return traceback.format_exc()
 
 
@@ -142,16 +150,20 @@ def _job_count(requested: int | None) -> int:
     return jobs if jobs > 0 else (os.cpu_count() or 1)
 
 
-def _verified(work: list[tuple[ItemSource, str, Path, str, str]], jobs: int) -> Iterator[ItemReport | str]:
+def _verified(work: list[_Work], jobs: int) -> Iterator[tuple[ItemSource, ItemReport | str]]:
+    """(item, report) as each item's verification ends: the parent stores one while the workers go on."""
     if jobs <= 1 or len(work) <= 1:
-        yield from map(_verify_safely, work)
+        for args in work:
+            yield args[0], _verify_safely(args)
         return
     tool.preload()
     # fork: the children inherit the already-imported checkers (scipy, pandas) instead of paying
     # seconds to import them again, and they never touch the parent's database connection.
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(jobs, len(work)), mp_context=context) as pool:
-        yield from pool.map(_verify_safely, work, chunksize=1)
+        futures = {pool.submit(_verify_safely, args): args[0] for args in work}  # in order: largest first
+        for future in as_completed(futures):
+            yield futures[future], future.result()
 
 
 def import_tree(
@@ -205,15 +217,20 @@ def import_tree(
     org_digests = {s.org: orgs_digest(sources, digests, s.org) for s in pending}
     scratch = Path(settings.PODIUM_SCRATCH_DIR)
     mode = UPLOAD if round_.is_demo else IMPORT
-    work = [(s, ruleset, scratch, digests[id(s)], mode) for s in pending]
-    for done, (source, report) in enumerate(zip(pending, _verified(work, _job_count(jobs)), strict=True), 1):
-        outcome = _store(source, report, round_, submissions, org_digests[source.org])
+    # Run logs are kept by the workers where the store is this host's folder (an object store's client is
+    # not made to cross a fork); _store checks again, which costs a lookup per log.
+    keep_logs = storage.is_local()
+    work = [(s, ruleset, scratch, digests[id(s)], mode, keep_logs) for s in pending]
+    for done, (source, report) in enumerate(_verified(work, _job_count(jobs)), 1):
+        had_previous = (source.org, source.system, source.benchmark) in current
+        outcome = _store(source, report, round_, submissions, org_digests[source.org], had_previous)
         outcome.round_slug = round_.slug
         outcomes[id(source)] = outcome
         say(f"[{done}/{len(pending)}] {source.rel_root}: {outcome.status}"
             + (f" ({outcome.error.strip().splitlines()[-1]})" if outcome.error else ""))
     for org, submission in submissions.items():
         _record_implementations(submission, next(s.org_dir for s in pending if s.org == org), say)
+        implementation_findings_store(submission=submission)
         services.submission_finish(submission=submission, actor=ACTOR)
 
     for source in sources:
@@ -274,7 +291,7 @@ def orgs_digest(sources: list[ItemSource], digests: dict[int, str], org: str) ->
 
 
 def _store(source: ItemSource, report: ItemReport | str, round_: Round, submissions: dict[str, Submission],
-           org_sha256: str) -> ItemOutcome:
+           org_sha256: str, had_previous: bool) -> ItemOutcome:
     if isinstance(report, str):
         return ItemOutcome(source, "error", error=report)
     try:
@@ -284,7 +301,6 @@ def _store(source: ItemSource, report: ItemReport | str, round_: Round, submissi
                 round=round_, organization=organization, sha256=org_sha256, source=Submission.Source.IMPORT,
                 label=str(source.org_dir), tool_version=report.tool_version, actor=ACTOR,
             )
-        had_previous = selectors.current_result(round_, source.org, source.system, source.benchmark) is not None
         # Before the Runs are committed: none may point at a log that is not stored.
         run_logs_store(source=source, logs=[(run.file, run.sha256) for run in report.runs])
         result = services.result_store(submission=submissions[source.org], report=report, actor=ACTOR)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import io
 import logging
 import math
@@ -24,6 +25,7 @@ import os
 import pickle
 import select
 import signal
+import struct
 import threading
 import time
 import warnings
@@ -33,7 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mlperf_logging.compliance_checker import mlp_compliance
+from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.package_checker.seed_checker import SeedChecker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
@@ -86,6 +88,7 @@ def run_bounded(fn: Callable[..., T], *args: Any, budget_s: float) -> Bounded:
     about a second to import them). Past the budget the child is killed with SIGKILL, which no
     input can delay: the regex engine holds the GIL but not the kernel. The child also arms its own
     alarm, so it dies on time even if this process is killed first (a Celery hard time limit).
+    Inside `session()` the calls share one child (see there); outside, each call forks its own.
     Where fork does not exist the call runs in-process without a budget.
     """
     if not (math.isfinite(budget_s) and budget_s > 0):
@@ -93,67 +96,364 @@ def run_bounded(fn: Callable[..., T], *args: Any, budget_s: float) -> Bounded:
     if not hasattr(os, "fork"):
         started = time.monotonic()
         return Bounded(value=fn(*args), elapsed_s=time.monotonic() - started)
-    read_end, write_end = os.pipe()
-    started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # the child: answer through the pipe and leave without running any cleanup of the parent's
-        try:
-            os.close(read_end)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-            signal.alarm(max(1, math.ceil(budget_s)) + 1)
-            _child_reset()
-            try:
-                answer: tuple[str, Any, Any] = ("ok", fn(*args), _RULE_CACHE.fresh())
-            except BaseException as exc:
-                answer = ("crash", _crash_text(exc), None)
-            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(data)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    chunks: list[bytes] = []
-    size = 0
-    outcome: Bounded | None = None
+    active: _Session | None = getattr(_LOCAL, "session", None)
+    if active is not None:
+        return active.call(fn, args, budget_s)
+    one = _Session()
     try:
-        deadline = started + budget_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                outcome = Bounded(timed_out=True, elapsed_s=time.monotonic() - started)
-                break
-            ready, _, _ = select.select([read_end], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(read_end, 1 << 20)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > _MAX_ANSWER_BYTES:
-                outcome = Bounded(crash=f"the checker's answer exceeds {_MAX_ANSWER_BYTES} bytes",
-                                  elapsed_s=time.monotonic() - started)
-                break
-            chunks.append(chunk)
+        return one.call(fn, args, budget_s)
     finally:
-        os.close(read_end)
-        if outcome is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        status = _reap(pid)
-    elapsed = time.monotonic() - started
-    if outcome is not None:
-        return outcome
-    if not chunks:
+        one.close()
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """Every checker call made inside (in this thread) runs in one forked child, started at the first call.
+
+    An item's checks are a dozen calls or more (one per log, then seeds, RCP, the system description);
+    forking, reaping and re-reading the rule files for each was a third of the import's checker time. Each
+    call keeps its own budget: a call that runs out of it kills the child, and the next call forks a fresh
+    one, as does any call after one that crashed (its state is not trusted). Inside one child a log the
+    compliance checker parsed is not parsed again by the seed checker (`_ParseReuse`)."""
+    if getattr(_LOCAL, "session", None) is not None:
+        yield
+        return
+    opened = _Session()
+    _LOCAL.session = opened
+    try:
+        yield
+    finally:
+        _LOCAL.session = None
+        opened.let_go()
+
+
+_LOCAL = threading.local()
+_FRAME = struct.Struct("!Q")
+
+
+class _Session:
+    """The parent's end of one checker child: a pipe for requests, a pipe for answers, its pid."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.requests = -1  # write end, to the child
+        self.answers = -1  # read end, from the child
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> Bounded:
+        started = time.monotonic()
+        request = (fn, args, budget_s)
+        if self.pid is not None and _ended(self.pid):
+            self._end(kill=False)  # killed from outside while idle: this call gets a fresh child
+        if self.pid is not None:
+            try:
+                data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+                _write_all(self.requests, _FRAME.pack(len(data)) + data)
+            except Exception:  # a function made on the fly, or a child gone: a child forked now has it
+                self.close()
+        if self.pid is None:
+            self._start(request)
+        answer, why = self._answer(started + budget_s)
+        elapsed = time.monotonic() - started
+        if answer is None:
+            return self._lost(why, elapsed)
+        kind, value, cache, ended_at = answer
+        _RULE_CACHE.merge(cache)
+        if ended_at > started + budget_s:  # read just past the deadline, it came too late all the same
+            self.close()
+            return Bounded(timed_out=True, elapsed_s=elapsed)
+        if kind != "ok":
+            self.close()  # whatever the crash left behind stays in that child
+            return Bounded(crash=value, elapsed_s=elapsed)
+        return Bounded(value=value, elapsed_s=elapsed)
+
+    def _start(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> None:
+        preload()  # once per process, here: a child would import scipy for its RCP check on its own
+        _reap_let_go()
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: answer through the pipe and leave without running any cleanup of the parent's
+            try:
+                os.close(request_write)
+                os.close(answer_read)
+                _serve(first, request_read, answer_write)
+            finally:
+                os._exit(0)
+        os.close(request_read)
+        os.close(answer_write)
+        self.pid, self.requests, self.answers = pid, request_write, answer_read
+
+    def _answer(self, deadline: float) -> tuple[tuple[str, Any, Any, float] | None, str]:
+        """(the answer, ""), or (None, why there is none: "timeout", "too_big" or "ended")."""
+        header = self._read(_FRAME.size, deadline)
+        if isinstance(header, str):
+            return None, header
+        (size,) = _FRAME.unpack(header)
+        if size > _MAX_ANSWER_BYTES:
+            return None, "too_big"
+        body = self._read(size, deadline)
+        if isinstance(body, str):
+            return None, body
+        return pickle.loads(body), ""
+
+    def _read(self, size: int, deadline: float) -> bytes | str:
+        """`size` bytes of the answer pipe, or "timeout" past the deadline, or "ended" when the child is gone."""
+        chunks: list[bytes] = []
+        left = size
+        while left > 0:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.answers], [], [], max(remaining, 0.0))
+            if not ready:
+                if remaining <= 0:
+                    return "timeout"
+                continue
+            chunk = os.read(self.answers, min(left, 1 << 20))
+            if not chunk:
+                return "ended"
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _lost(self, why: str, elapsed: float) -> Bounded:
+        """The child gave no answer: it is killed (past its budget, or saying too much) or reaped (it ended)."""
+        status = self._end(kill=why != "ended")
+        if why == "timeout":
+            return Bounded(timed_out=True, elapsed_s=elapsed)
+        if why == "too_big":
+            return Bounded(crash=f"the checker's answer exceeds {_MAX_ANSWER_BYTES} bytes", elapsed_s=elapsed)
         if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM:
             return Bounded(timed_out=True, elapsed_s=elapsed)
-        why = "" if status is None else \
-            f" (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else f" (exit status {os.WEXITSTATUS(status)})"
-        return Bounded(crash=f"the checker process ended without an answer{why}", elapsed_s=elapsed)
-    kind, value, cache = pickle.loads(b"".join(chunks))
-    if kind != "ok":
-        return Bounded(crash=value, elapsed_s=elapsed)
-    _RULE_CACHE.merge(cache)
-    return Bounded(value=value, elapsed_s=elapsed)
+        return Bounded(crash=_no_answer_text(status), elapsed_s=elapsed)
+
+    def _end(self, *, kill: bool) -> int | None:
+        """Close the pipes and reap the child, killing it first with `kill`; its exit status."""
+        pid = self.pid
+        if pid is None:
+            return None
+        for fd in (self.requests, self.answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.pid, self.requests, self.answers = None, -1, -1
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return _reap(pid)  # without kill: the child closed its answer pipe, so it is ending
+
+    def let_go(self) -> None:
+        """End an idle child without waiting for it: it is killed and reaped by a later start (a worker's
+        verification need not wait for the kernel to tear a process down)."""
+        pid = self.pid
+        if pid is None:
+            return
+        for fd in (self.requests, self.answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.pid, self.requests, self.answers = None, -1, -1
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _UNREAPED.append(pid)
+
+    def close(self) -> None:
+        """End the child, which is idle between requests (or gone): nothing of it is wanted any more."""
+        self._end(kill=True)
+
+
+class Pipeline:
+    """Calls of one function sent to the session's child as they come, answered in order.
+
+    `run_bounded` waits for each answer before the next request: the child idles while the parent prepares
+    the next log, and the parent while the child checks, one hand-off each way per log. Here the parent
+    submits every log's call as soon as its copy is written and reads the answers afterwards, so the two
+    work side by side. Budgets are what `run_bounded` gives: `allowed()` is asked for each call, in order,
+    when its answer is wanted (None: the item's budget is spent, the call does not run); a call runs from
+    the end of the one before it (or from its submission, if later) to its own end as the child's clock
+    says, and one that runs past its allowance is stopped: its child is killed and the calls after it go to a
+    fresh one, as does every call after a crash. `fn` must be a module-level function (it is sent by name).
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, call_budget_s: float, allowed: Callable[[], float | None]) -> None:
+        if not (math.isfinite(call_budget_s) and call_budget_s > 0):
+            raise ValueError(f"a checker budget must be a positive number of seconds, not {call_budget_s!r}")
+        self._fn = fn
+        self._call_budget_s = call_budget_s
+        self._allowed = allowed
+        self._pending: list[tuple[Any, ...]] = []  # submitted, not answered yet, in order
+        self._sent_at: list[float] = []  # when each of the first `_sent` pending calls went to `_pid`
+        self._sent = 0
+        self._pid: int | None = None
+        self._last_end: float | None = None  # when the child's previous call ended
+        self._stopped = False
+        active: _Session | None = getattr(_LOCAL, "session", None)
+        self._own = active is None
+        self._session = _Session() if active is None else active
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._sent and self._session.pid == self._pid:
+            self._session.close()  # answers nobody will read must not reach the session's next call
+        if self._own:
+            self._session.let_go()
+
+    def submit(self, *args: Any) -> None:
+        self._pending.append(args)
+        if not self._stopped and hasattr(os, "fork"):
+            self._send()
+
+    def _send(self) -> None:
+        session = self._session
+        if session.pid is not None and session.pid != self._pid:
+            self._sent, self._last_end = 0, None  # a child of the session's own calls: ours from now on
+            self._pid = session.pid
+        if session.pid is not None and _ended(session.pid):
+            session.close()
+        if session.pid is None:
+            if not self._pending:
+                return
+            self._sent_at = [time.monotonic()]
+            session._start((self._fn, self._pending[0], self._call_budget_s))
+            self._pid, self._sent, self._last_end = session.pid, 1, None
+        while self._sent < len(self._pending):
+            data = pickle.dumps((self._fn, self._pending[self._sent], self._call_budget_s),
+                                protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                _write_all(session.requests, _FRAME.pack(len(data)) + data)
+            except OSError:  # the child is gone: the next answer wanted starts another
+                self._drop_child(kill=False)
+                return
+            self._sent_at.append(time.monotonic())
+            self._sent += 1
+
+    def _drop_child(self, *, kill: bool) -> int | None:
+        status = self._session._end(kill=kill) if self._session.pid == self._pid else None
+        self._pid, self._sent, self._sent_at, self._last_end = None, 0, [], None
+        return status
+
+    def next(self) -> tuple[float | None, Bounded]:
+        """(the allowance, how the oldest submitted call ended); an allowance of None: it was not run."""
+        args = self._pending[0]
+        allowed = None if self._stopped else self._allowed()
+        if allowed is None:
+            self._stopped = True
+            if self._sent:
+                self._drop_child(kill=True)
+            self._pending.pop(0)
+            return None, Bounded(timed_out=True)
+        if not (math.isfinite(allowed) and allowed > 0):
+            raise ValueError(f"a checker budget must be a positive number of seconds, not {allowed!r}")
+        if not hasattr(os, "fork"):
+            self._pending.pop(0)
+            started = time.monotonic()
+            return allowed, Bounded(value=self._fn(*args), elapsed_s=time.monotonic() - started)
+        if not self._sent or self._session.pid != self._pid:
+            self._drop_child(kill=True)
+            self._send()
+        start = max(self._last_end or 0.0, self._sent_at[0])
+        deadline = start + allowed
+        answer, why = self._session._answer(deadline)
+        self._pending.pop(0)
+        self._sent_at.pop(0)
+        self._sent -= 1
+        if answer is None:
+            status = self._drop_child(kill=why != "ended")
+            elapsed = time.monotonic() - start
+            if why == "timeout" or (status is not None and os.WIFSIGNALED(status)
+                                    and os.WTERMSIG(status) == signal.SIGALRM):
+                return allowed, Bounded(timed_out=True, elapsed_s=elapsed)
+            if why == "too_big":
+                return allowed, Bounded(crash=f"the checker's answer exceeds {_MAX_ANSWER_BYTES} bytes",
+                                        elapsed_s=elapsed)
+            return allowed, Bounded(crash=_no_answer_text(status), elapsed_s=elapsed)
+        kind, value, cache, ended_at = answer
+        _RULE_CACHE.merge(cache)
+        elapsed = max(ended_at - start, 0.0)
+        self._last_end = ended_at
+        if ended_at > deadline:  # it answered, but later than it was allowed to: as if stopped at the deadline
+            self._drop_child(kill=True)
+            return allowed, Bounded(timed_out=True, elapsed_s=elapsed)
+        if kind != "ok":
+            self._drop_child(kill=True)  # whatever the crash left behind stays in that child
+            return allowed, Bounded(crash=value, elapsed_s=elapsed)
+        return allowed, Bounded(value=value, elapsed_s=elapsed)
+
+
+def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float], requests: int, answers: int) -> None:
+    """The child's loop: run a request, send its answer, wait for the next; end when the parent closes."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    _child_reset()
+    request: tuple[Callable[..., Any], tuple[Any, ...], float] | None = first
+    while request is not None:
+        fn, args, budget_s = request
+        signal.alarm(max(1, math.ceil(budget_s)) + 1)
+        try:
+            answer: tuple[str, Any, Any, float] = ("ok", fn(*args), _RULE_CACHE.fresh(), 0.0)
+        except BaseException as exc:
+            answer = ("crash", _crash_text(exc), None, 0.0)
+        signal.alarm(0)
+        _RULE_CACHE.mark()  # what goes back now is the parent's too
+        # When it ended, on the clock every process shares (CLOCK_MONOTONIC): a pipeline reads answers late.
+        ended = time.monotonic()
+        try:
+            data = pickle.dumps((*answer[:3], ended), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            data = pickle.dumps(("crash", f"the checker's answer cannot be sent back: {_crash_text(exc)}", None,
+                                 ended))
+        _write_all(answers, _FRAME.pack(len(data)) + data)
+        request = _next_request(requests)
+
+
+def _next_request(requests: int) -> tuple[Callable[..., Any], tuple[Any, ...], float] | None:
+    header = _read_exactly(requests, _FRAME.size)
+    if header is None:
+        return None
+    body = _read_exactly(requests, _FRAME.unpack(header)[0])
+    return None if body is None else pickle.loads(body)
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks: list[bytes] = []
+    while size > 0:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _no_answer_text(status: int | None) -> str:
+    how = "" if status is None else \
+        f" (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else f" (exit status {os.WEXITSTATUS(status)})"
+    return f"the checker process ended without an answer{how}"
+
+
+_UNREAPED: list[int] = []
+
+
+def _reap_let_go() -> None:
+    """Reap the children `let_go` left, those that have ended (all of them, soon after)."""
+    for pid in list(_UNREAPED):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = True
+        if done:
+            _UNREAPED.remove(pid)
+
+
+def _ended(pid: int) -> bool:
+    """Whether the child has ended, leaving it to be reaped."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _reap(pid: int) -> int | None:
@@ -167,7 +467,9 @@ def _child_reset() -> None:
     """A forked child has only the thread that forked: a lock another thread held stays held."""
     global _LOCK
     _LOCK = threading.Lock()
+    _LOCAL.session = None
     _RULE_CACHE.mark()
+    _PARSES.start()
 
 
 class _RuleFileCache:
@@ -200,10 +502,14 @@ class _RuleFileCache:
         name = getattr(stream, "name", None)
         if not isinstance(name, str):
             return self._real.load(stream, Loader=Loader)
-        key = (name, getattr(Loader, "__name__", repr(Loader)))
+        return copy.deepcopy(self._parsed[self.keep(stream, Loader)])
+
+    def keep(self, stream: Any, Loader: Any) -> tuple[str, str]:
+        """Parse the named `stream` into the cache unless it is there; its key."""
+        key = (stream.name, getattr(Loader, "__name__", repr(Loader)))
         if key not in self._parsed:
             self._parsed[key] = self._real.load(stream, Loader=Loader)
-        return copy.deepcopy(self._parsed[key])
+        return key
 
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self._real, attribute)
@@ -212,6 +518,110 @@ class _RuleFileCache:
 if not isinstance(mlp_compliance.yaml, _RuleFileCache):
     mlp_compliance.yaml = _RuleFileCache(mlp_compliance.yaml)
 _RULE_CACHE: _RuleFileCache = mlp_compliance.yaml
+
+
+class _ParseReuse:
+    """Stands in for `mlp_parser.parse_file` inside a checker child: a log parsed once is not parsed again.
+
+    The compliance checker parses each log, and the seed checker of the same item parses every log once
+    more, with the same parser and ruleset; the parse (a regex pass per line, then JSON) is most of what
+    both cost. Inside one child (`session`), the second caller gets a copy of the first parse, keyed by the
+    file's bytes and the ruleset, so a file that changed is parsed afresh. The copy is unpickled from
+    what the first parse returned before any checker saw it: a checker that edits what it was handed
+    cannot change what the next one reads. Outside a child (the parent, or a checker run in-process)
+    every call parses, as the library does.
+    """
+
+    _LIMIT_BYTES = 256 * 2**20  # kept parses per child; past it, logs are parsed again
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self._real = real
+        self._kept: dict[tuple[str, bytes], bytes] = {}
+        self._bytes = 0
+        self._active = False
+        self.hits = 0
+
+    def start(self) -> None:
+        """In a new child: reuse from now on, starting empty."""
+        self._kept.clear()
+        self._bytes = 0
+        self._active = True
+        self.hits = 0
+
+    def __call__(self, filename: str, ruleset: str = "0.6.0") -> Any:
+        if not self._active:
+            return self._real(filename, ruleset=ruleset)
+        try:
+            with open(filename, "rb") as handle:
+                key = (ruleset, hashlib.sha256(handle.read()).digest())
+        except OSError:  # the library opens it again and says why it cannot
+            return self._real(filename, ruleset=ruleset)
+        kept = self._kept.get(key)
+        if kept is not None:
+            self.hits += 1
+            return pickle.loads(kept)
+        parsed = self._real(filename, ruleset=ruleset)
+        try:
+            data = pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # (nesting too deep to pickle) parsed again next time, as the library would
+            return parsed
+        if self._bytes + len(data) <= self._LIMIT_BYTES:
+            self._kept[key] = data
+            self._bytes += len(data)
+        return parsed
+
+
+if not isinstance(mlp_parser.parse_file, _ParseReuse):
+    mlp_parser.parse_file = _ParseReuse(mlp_parser.parse_file)
+_PARSES: _ParseReuse = mlp_parser.parse_file
+
+
+_TOKEN = ":::MLLOG "
+_TO_LAST_TOKEN = ".*" + _TOKEN
+
+
+class _TokenRegex:
+    """Stands in for the `re` module inside mlperf-logging's log readers (each ruleset's parser in
+    mlp_parser, and the RCP checker), answering their one substitution without the regex engine.
+
+    Both read a log by calling `re.sub(".*:::MLLOG ", ":::MLLOG ", line)` on every line that holds the
+    token. The engine tries the pattern from every position of the line and scans to its end from each,
+    so the call is quadratic in the line's length: it was 60% of all checker time on the MLCommons corpus
+    (the JSON after the token is scanned once per character). The answer is known exactly: `.` matches
+    any character but a newline, so within each newline-free stretch the greedy match runs from its
+    start to the end of its last token, which becomes the token; a stretch without one is left alone.
+    `_to_last_token` returns just that (tests/ingest/engine/test_tool_sessions.py holds it against the
+    real engine); any other call goes to the real module.
+    """
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def sub(self, pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> Any:
+        if pattern == _TO_LAST_TOKEN and repl == _TOKEN and count == 0 and flags == 0 and type(string) is str:
+            return _to_last_token(string)
+        return self._real.sub(pattern, repl, string, count, flags)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._real, attribute)
+
+
+def _to_last_token(string: str) -> str:
+    """`re.sub(".*:::MLLOG ", ":::MLLOG ", string)`, in linear time."""
+    if "\n" not in string:
+        at = string.rfind(_TOKEN)
+        return string if at < 0 else string[at:]
+    return "\n".join(part[part.rfind(_TOKEN):] if _TOKEN in part else part for part in string.split("\n"))
+
+
+def _install_token_regex(module: Any) -> None:
+    if not isinstance(module.re, _TokenRegex):
+        module.re = _TokenRegex(module.re)
+
+
+for _name in dir(mlp_parser):
+    if _name.startswith("ruleset_"):
+        _install_token_regex(getattr(mlp_parser, _name))
 
 
 def tool_version() -> str:
@@ -287,7 +697,10 @@ def check_compliance(path: Path, ruleset: str, rules: Path | None = None, *,
     """`rules`: an absolute path to a rules file of Podium's own (see engine/extensions), instead of
     the ruleset's common.yaml; the checker joins it onto its package folder, which keeps it absolute."""
     budget = _budget(budget_s)
-    bounded = run_bounded(_check_compliance_here, path, ruleset, rules, budget_s=budget)
+    return _compliance_outcome(run_bounded(_check_compliance_here, path, ruleset, rules, budget_s=budget), budget)
+
+
+def _compliance_outcome(bounded: Bounded, budget: float) -> ComplianceOutcome:
     if bounded.timed_out:
         return ComplianceOutcome(valid=None, errors=[], warnings=[], crash=_timeout_text(budget), timed_out=True,
                                  elapsed_s=bounded.elapsed_s)
@@ -296,6 +709,33 @@ def check_compliance(path: Path, ruleset: str, rules: Path | None = None, *,
     outcome: ComplianceOutcome = bounded.value
     outcome.elapsed_s = bounded.elapsed_s
     return outcome
+
+
+class ComplianceChecks:
+    """`check_compliance` for many logs at once (see Pipeline): `submit` each log as it is ready, then
+    `next()` gives (the allowance, the outcome) of each in the order submitted; an allowance of None means
+    the item's budget was spent and the log was not checked (the outcome is then a timed-out one)."""
+
+    def __init__(self, ruleset: str, rules: Path | None = None, *, call_budget_s: float,
+                 allowed: Callable[[], float | None]) -> None:
+        self._ruleset = ruleset
+        self._rules = rules
+        self._pipeline = Pipeline(_check_compliance_here, call_budget_s=call_budget_s, allowed=allowed)
+
+    def __enter__(self) -> ComplianceChecks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pipeline.__exit__(*exc)
+
+    def submit(self, path: Path) -> None:
+        self._pipeline.submit(path, self._ruleset, self._rules)
+
+    def next(self) -> tuple[float | None, ComplianceOutcome]:
+        allowed, bounded = self._pipeline.next()
+        if allowed is None:
+            return None, ComplianceOutcome(valid=None, errors=[], warnings=[], timed_out=True)
+        return allowed, _compliance_outcome(bounded, allowed)
 
 
 def _check_compliance_here(path: Path, ruleset: str, rules: Path | None) -> ComplianceOutcome:
@@ -410,7 +850,33 @@ class RcpOutcome:
 
 def preload() -> None:
     """Import the slow parts (scipy, for the RCP checker) now, e.g. before forking workers."""
-    from mlperf_logging.rcp_checker import rcp_checker  # noqa: F401
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    _install_token_regex(rcp_checker)
+
+
+def preload_rules() -> int:
+    """Parse every training rule file into the compliance checker's cache now, as the checker names them
+    (e.g. before a worker forks: each child would otherwise parse them on its first verification, and keep
+    them only for itself). Returns how many were parsed; a file the parser refuses is left to the checker,
+    which then says so as it always has."""
+    folder = os.path.dirname(os.path.abspath(mlp_compliance.__file__))
+    parsed = 0
+    for ruleset_dir in sorted(os.listdir(folder)):
+        if not ruleset_dir.startswith(f"{USAGE}_") or not os.path.isdir(os.path.join(folder, ruleset_dir)):
+            continue
+        for name in sorted(os.listdir(os.path.join(folder, ruleset_dir))):
+            if not name.endswith(".yaml"):
+                continue
+            # The name the checker opens it by (mlp_compliance.check_loglines joins the same way): the cache key.
+            path = os.path.join(folder, f"{ruleset_dir}/{name}")
+            try:
+                with open(path) as handle:
+                    _RULE_CACHE.keep(handle, Loader=_RULE_CACHE.BaseLoader)
+            except Exception:
+                continue  # the checker meets it again and reports it
+            parsed += 1
+    return parsed
 
 
 def check_rcp(directory: Path, ruleset: str, *, budget_s: float | None = None,

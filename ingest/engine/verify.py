@@ -388,42 +388,44 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
     )
     files = list(source.result_files[:MAX_RUNS_PER_ITEM])
     top, system_copy, bench = _scratch_dirs(source, system_bytes, scratch_root)
+    # One checker child serves every call of the item (tool.session); each call keeps its own budget.
     try:
-        if facts.parsed:
-            allowed = budget.next_call()
-            if allowed is None:
-                report.findings.append(_timeout_finding("system_desc_checker", budget, facts.file, None))
-            else:
-                outcome = tool.check_system_desc(system_copy, ruleset, budget_s=allowed)
-                budget.charge(outcome.elapsed_s)
-                if outcome.timed_out:
-                    report.findings.append(_timeout_finding("system_desc_checker", budget, facts.file, allowed))
+        with tool.session():
+            if facts.parsed:
+                allowed = budget.next_call()
+                if allowed is None:
+                    report.findings.append(_timeout_finding("system_desc_checker", budget, facts.file, None))
                 else:
-                    judge_tool_verdict(facts, outcome.valid, outcome.reasons, outcome.crash, ruleset)
-        report.findings.extend(facts.findings)
-        report.findings.extend(source.layout_findings)
-        if len(source.result_files) > len(files):
-            report.findings.append(
-                Finding(ERROR, "run_count", report.benchmark, f"{len(source.result_files)} result files; Podium "
-                        f"verifies at most {MAX_RUNS_PER_ITEM} per item and ignored the rest", source.rel_root)
-            )
-        known = ext is not None or source.benchmark in rules.allowed_benchmarks(ruleset)
-        if not known:
-            report.findings.append(
-                Finding(ERROR, "layout", "benchmark", f"{source.benchmark!r} is not a benchmark of ruleset "
-                        f"{ruleset} (it has: {', '.join(rules.allowed_benchmarks(ruleset))})", source.rel_root)
-            )
-        copies = _check_logs(report, source, files, bench, ext.rules if ext else None, budget)
-        _check_division(report)
-        _check_run_count(report)
-        if facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset):
-            _check_seeds(report, copies, budget)
-            # The package checker skips minigo; Podium's own benchmarks have no reference convergence points.
-            if source.benchmark != "minigo" and known and ext is None and any(copies):
-                _check_rcp(report, bench, budget, top)
-        _apply_scaling(report, source)
-        _score(report, known)
-        _energy(report, source, files)
+                    outcome = tool.check_system_desc(system_copy, ruleset, budget_s=allowed)
+                    budget.charge(outcome.elapsed_s)
+                    if outcome.timed_out:
+                        report.findings.append(_timeout_finding("system_desc_checker", budget, facts.file, allowed))
+                    else:
+                        judge_tool_verdict(facts, outcome.valid, outcome.reasons, outcome.crash, ruleset)
+            report.findings.extend(facts.findings)
+            report.findings.extend(source.layout_findings)
+            if len(source.result_files) > len(files):
+                report.findings.append(
+                    Finding(ERROR, "run_count", report.benchmark, f"{len(source.result_files)} result files; Podium "
+                            f"verifies at most {MAX_RUNS_PER_ITEM} per item and ignored the rest", source.rel_root)
+                )
+            known = ext is not None or source.benchmark in rules.allowed_benchmarks(ruleset)
+            if not known:
+                report.findings.append(
+                    Finding(ERROR, "layout", "benchmark", f"{source.benchmark!r} is not a benchmark of ruleset "
+                            f"{ruleset} (it has: {', '.join(rules.allowed_benchmarks(ruleset))})", source.rel_root)
+                )
+            copies = _check_logs(report, source, files, bench, ext.rules if ext else None, budget)
+            _check_division(report)
+            _check_run_count(report)
+            if facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset):
+                _check_seeds(report, copies, budget)
+                # The package checker skips minigo; Podium's own benchmarks have no reference convergence points.
+                if source.benchmark != "minigo" and known and ext is None and any(copies):
+                    _check_rcp(report, bench, budget, top)
+            _apply_scaling(report, source)
+            _score(report, known)
+            _energy(report, source, files)
     finally:
         shutil.rmtree(top, ignore_errors=True)
     report.checker_seconds = budget.spent
@@ -435,39 +437,53 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
 def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench: Path, rules_file: Path | None,
                 budget: _Budget) -> list[Path | None]:
     """Parse every log, hand the checker what it reads of it, and judge each run. Returns the scratch
-    copies by position: None where the log was not given to the checker."""
+    copies by position: None where the log was not given to the checker.
+
+    Each log goes to the checker as soon as its copy is written (tool.ComplianceChecks), so the checker
+    works on one log while Podium parses the next; the verdicts are then read in order, each call within
+    its budget as `budget.next_call()` gives it at that point, exactly as if the calls ran one by one."""
     copies: list[Path | None] = []
-    for position, path in enumerate(files):
-        data = path.read_bytes()
-        parsed = parse_log(data, f"{source.rel_root}/{path.name}")
-        copy: Path | None = None
-        allowed: float | None = None
-        if parsed.long_lines:
-            line, length = parsed.long_lines[0]
-            more = f" (and {len(parsed.long_lines) - 1} more such line(s))" if len(parsed.long_lines) > 1 else ""
-            report.findings.append(
-                Finding(ERROR, "tool", "line_length",
-                        f"line {line} is {length:,} bytes long{more}; the checker is not given lines over "
-                        f"{MAX_LINE_BYTES:,} bytes (its parser is quadratic in a line's length, and the longest "
-                        "line of real MLPerf logs is under 3 KB), so this run is not judged", parsed.name, line)
-            )
-            outcome = tool.ComplianceOutcome(valid=None, errors=[], warnings=[], crash="a line is too long")
-        elif (allowed := budget.next_call()) is None:
-            report.findings.append(_timeout_finding("the compliance checker", budget, parsed.name, None))
-            outcome = tool.ComplianceOutcome(valid=None, errors=[], warnings=[], timed_out=True)
-        else:
-            # Uniform names keep the tools' glob (result_*.txt) and sort order predictable.
-            copy = bench / f"result_{position:04d}.txt"
-            copy.write_bytes(checker_input(data))
-            outcome = tool.check_compliance(copy, report.ruleset, rules_file, budget_s=allowed)
-            budget.charge(outcome.elapsed_s)
-            if outcome.timed_out:
-                report.findings.append(_timeout_finding("the compliance checker", budget, parsed.name, allowed))
-                copy.unlink()  # the seed and RCP checkers would only spend their budgets on it too
-                copy = None
-        copies.append(copy)
-        outcome, of_the_time = _rules_of_the_time(report, parsed, outcome)
-        report.runs.append(_run_report(position, parsed, outcome, source.benchmark, of_the_time))
+    logs: list[ParsedLog] = []
+    with tool.ComplianceChecks(report.ruleset, rules_file, call_budget_s=budget.call_s,
+                               allowed=budget.next_call) as checks:
+        for position, path in enumerate(files):
+            data = path.read_bytes()
+            parsed = parse_log(data, f"{source.rel_root}/{path.name}")
+            copy: Path | None = None
+            if not parsed.long_lines:
+                # Uniform names keep the tools' glob (result_*.txt) and sort order predictable.
+                copy = bench / f"result_{position:04d}.txt"
+                copy.write_bytes(checker_input(data))
+                checks.submit(copy)
+            logs.append(parsed)
+            copies.append(copy)
+        for position, parsed in enumerate(logs):
+            copy = copies[position]
+            if parsed.long_lines:
+                line, length = parsed.long_lines[0]
+                more = f" (and {len(parsed.long_lines) - 1} more such line(s))" if len(parsed.long_lines) > 1 else ""
+                report.findings.append(
+                    Finding(ERROR, "tool", "line_length",
+                            f"line {line} is {length:,} bytes long{more}; the checker is not given lines over "
+                            f"{MAX_LINE_BYTES:,} bytes (its parser is quadratic in a line's length, and the longest "
+                            "line of real MLPerf logs is under 3 KB), so this run is not judged", parsed.name, line)
+                )
+                outcome = tool.ComplianceOutcome(valid=None, errors=[], warnings=[], crash="a line is too long")
+            else:
+                assert copy is not None
+                allowed, outcome = checks.next()
+                if allowed is None:
+                    report.findings.append(_timeout_finding("the compliance checker", budget, parsed.name, None))
+                else:
+                    budget.charge(outcome.elapsed_s)
+                    if outcome.timed_out:
+                        report.findings.append(
+                            _timeout_finding("the compliance checker", budget, parsed.name, allowed))
+                if outcome.timed_out:
+                    copy.unlink()  # the seed and RCP checkers would only spend their budgets on it too
+                    copies[position] = None
+            outcome, of_the_time = _rules_of_the_time(report, parsed, outcome)
+            report.runs.append(_run_report(position, parsed, outcome, source.benchmark, of_the_time))
     return copies
 
 

@@ -39,7 +39,7 @@ from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.tree import ItemSource, items_of
 from ingest.engine.verify import ITEM_BUDGET_FACTOR, ItemReport, verify_item
-from ingest.implementations import Packed, implementations_pack, implementations_record
+from ingest.implementations import Packed, implementation_findings_store, implementations_pack, implementations_record
 from ingest.models import Result, Submission
 from ingest.services.results import bundle_findings_store, result_store, run_logs_store, submission_finish
 from ingest.signals import organization_notified, submission_finished
@@ -376,6 +376,7 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
         for report in judged.reports:
             result_store(submission=submission, report=report, actor=WORKER)
         bundle_findings_store(submission=submission, findings=judged.bundle_findings)
+        implementation_findings_store(submission=submission)
         finished = submission_finish(submission=submission, actor=WORKER)
         _supersede_older(finished)
         Submission.objects.filter(pk=submission.pk).update(lease_expires_at=None)

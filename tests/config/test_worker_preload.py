@@ -21,7 +21,16 @@ slow = ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker", "mlperf_logging
 before = [name for name in slow if name in sys.modules]
 hook(sender=None)
 after = [name for name in slow if name in sys.modules]
-print(json.dumps({"before": before, "after": after}))
+from ingest.engine import tool
+rules = len(tool._RULE_CACHE._parsed)
+# A check after the hook parses no rule file: every one it reads is in the cache under the checker's own name.
+import pathlib, tempfile
+log = pathlib.Path(tempfile.mkdtemp()) / "result_0.txt"
+log.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_division", "value": "closed", '
+               '"metadata": {}}\\n')
+tool._RULE_CACHE.mark()
+tool._check_compliance_here(log, "4.0.0", None)
+print(json.dumps({"before": before, "after": after, "rules": rules, "parsed_later": len(tool._RULE_CACHE.fresh())}))
 """
 
 
@@ -33,3 +42,4 @@ def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks() -> None
     for name in ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker",
                  "mlperf_logging.compliance_checker.mlp_compliance"):
         assert name in loaded["after"]
+    assert loaded["rules"] > 100 and loaded["parsed_later"] == 0

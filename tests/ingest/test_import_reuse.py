@@ -106,3 +106,39 @@ def test_a_tree_copy_elsewhere_is_the_same_content(make_tree, spies, tmp_path: P
     verify.calls.clear()
     again = import_tree(moved, jobs=1)
     assert verify.calls == [] and [o.status for o in again.outcomes] == ["unchanged"]
+
+
+def test_with_workers_the_logs_are_kept_and_a_changed_item_is_verified_again(make_tree) -> None:
+    """jobs=2: items are verified (and their run logs stored) in forked workers; the statuses say what was
+    new, changed and reused, and every Run points at a stored log."""
+    from ingest import storage
+
+    tree = make_tree(RESNET, SSD)
+    first = import_tree(tree, jobs=2)
+    assert first.errors == 0 and sorted(o.status for o in first.outcomes) == ["new", "new"]
+    log = tree / "Larkspur_Compute/results/atlas_lx4_n1/resnet/result_1.txt"
+    log.write_bytes(log.read_bytes() + b"chatter the checker skips\n")
+    again = {o.source.benchmark: o.status for o in import_tree(tree, jobs=2).outcomes}
+    assert again == {"resnet": "updated", "ssd": "unchanged"}
+    for sha256 in Run.objects.values_list("sha256", flat=True):
+        assert storage.has_run_log(sha256)
+    changed = Run.objects.get(result__is_current=True, result__benchmark_key="resnet", position=1)
+    with storage.open_run_log(changed.sha256) as handle:
+        assert handle.read() == log.read_bytes()  # the new bytes, verified and kept
+
+
+def test_a_log_the_checker_cannot_read_is_a_finding_on_its_run_not_an_import_error(make_tree) -> None:
+    """One hostile log among an item's logs, verified in a worker's checker child: the item is imported with a
+    finding that says what happened to that log, and the other logs are judged as before."""
+    tree = make_tree(RESNET, SSD)
+    broken = tree / "Larkspur_Compute/results/atlas_lx4_n1/ssd/result_2.txt"
+    # The official parser reads m['metadata'] without a check: a KeyError escapes the library.
+    broken.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_benchmark", "value": "ssd"}\n')
+    summary = import_tree(tree, jobs=2)
+    assert summary.errors == 0
+    ssd = next(o.result for o in summary.outcomes if o.source.benchmark == "ssd")
+    assert ssd is not None
+    runs = {run.position: run for run in ssd.runs.all()}
+    assert runs[2].compliant is None and not runs[2].counted
+    assert Finding.objects.filter(run=runs[2], checker="tool", message__contains="KeyError").exists()
+    assert all(run.compliant for position, run in runs.items() if position != 2)

@@ -225,3 +225,27 @@ def test_run_logs_are_kept_in_a_bucket_too(people, round_open, bundle, bucket,  
     for run in Run.objects.filter(result__submission=submission):
         assert storage.run_log_key(run.sha256) in keys
         assert _read(run.sha256) == originals[run.name]
+
+
+def test_a_half_written_run_log_is_swept_once_old_and_stored_logs_stay() -> None:
+    """storage._put_local writes a log under `.incoming-*` and renames it: a process killed in between leaves
+    that file, which the litter sweep collects once it is older than PODIUM_LITTER_MAX_AGE."""
+    import os
+    import time
+
+    from ingest import cleanup
+
+    data = b":::MLLOG {}\n"
+    key = storage.put_run_log(data, hashlib.sha256(data).hexdigest())
+    stored = Path(storage.bundle_storage().path(key))
+    shard = stored.parent
+    old, young = shard / ".incoming-dead1", shard / ".incoming-live2"
+    old.write_bytes(b"half a log")
+    young.write_bytes(b"being written")
+    past = time.time() - 2 * 3600
+    for path in (old, stored):
+        os.utime(path, (past, past))
+    swept = cleanup.litter_sweep(reason="test")
+    assert swept.incoming_logs == [f"{shard.name}/.incoming-dead1"]
+    assert not old.exists() and young.exists()
+    assert stored.read_bytes() == data  # a stored log, however old, is never litter
