@@ -8,7 +8,6 @@ class AccountsConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_login_failed
 
-        from accounts import schema  # noqa: F401 - registers the OpenAPI extension
         from accounts.throttles import on_login_failed
 
         user_login_failed.connect(on_login_failed, dispatch_uid="podium-sign-in-throttle")
