@@ -1,11 +1,13 @@
 """The reproduction side of the demo: a runner on the operators' page, and a reproduction of each kind on one
-demo result (convergence reproduced, timing a mismatch), so its page shows both badges.
+demo result (convergence reproduced, timing a mismatch), so its page shows both badges; and the reference
+benchmark `podium_digits` in the newest published round, its MLCommons-layout implementation shipped in the
+bundle, reproduced by a CPU runner through that implementation.
 
 No training runs: the demo runner's attempts are recorded through the same services an agent's requests go
 through (claim, heartbeat, log, completion) and judged by the same judging code, so every step has its audit
 row. The log each attempt reports is the submitted run's own (convergence: the same epochs, reproduced); the
 timing attempt's is that log with its clock stretched past the tolerance, as a slower host would log it.
-Registered as a demo step (ingest/demo/steps.py) in RunnersConfig.ready(); a database that has the demo
+Registered as a demo step (ingest/demo/steps.py) in RunnersConfig.ready(); a database that has a demo
 runner already is left as it is, so `make run` can start any number of times.
 """
 
@@ -15,6 +17,8 @@ import hashlib
 import json
 import math
 import statistics
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -26,15 +30,26 @@ from ingest.implementations import implementation_for
 from ingest.models import Result, Run
 from runners import judging, services
 from runners.models import ReproductionJob, Runner
+from runners.rounds import round_benchmarks_add
 
 RUNNER = "demo-runner-lx4"
 SYSTEM = "atlas_lx4_n1"  # one node: a runner is one host
 MLLOG = ":::MLLOG "
+CPU_RUNNER = "demo-runner-cpu"
+DIGITS = "podium_digits"
+DIGITS_SYSTEM = "larkspur_devbox_cpu"  # a CPU-only host, as the reference benchmark needs
 
 
 def seed_reproductions(context: DemoContext) -> None:
     operator = context.personas.get("operator")
-    if operator is None or Runner.objects.filter(name=RUNNER).exists():
+    if operator is None:
+        return
+    _lx4_reproductions(context, operator)
+    _digits_reproduction(context, operator)
+
+
+def _lx4_reproductions(context: DemoContext, operator: User) -> None:
+    if Runner.objects.filter(name=RUNNER).exists():
         return
     # Here, not at the top: this module is imported at every start (RunnersConfig.ready), the tree writer
     # pulls mlperf-logging's checkers.
@@ -76,6 +91,41 @@ def seed_reproductions(context: DemoContext) -> None:
     _reproduce(result, typical, ReproductionJob.Kind.CONVERGENCE, 1.0, runner, report, operator)
     for job in ReproductionJob.objects.filter(result=result).order_by("pk"):
         context.say(f"demo reproduction #{job.pk} ({job.kind}) of {result}: {job.state}")
+
+
+def _digits_reproduction(context: DemoContext, operator: User) -> None:
+    """A `podium_digits` result of the submitter in the newest published round, with the implementation its
+    bundle ships, reproduced (convergence) by a CPU runner that runs shipped code beside the dataset."""
+    if not context.published or Runner.objects.filter(name=CPU_RUNNER).exists():
+        return
+    if ReproductionJob.objects.queued().exists():
+        context.say("demo reference reproduction: skipped, reproduction jobs are queued")
+        return
+    # Here, not at the top: imported at every start (RunnersConfig.ready), and these pull mlperf-logging.
+    from ingest.demo.catalog import ORGS
+    from ingest.demo.reference import write_digits
+    from ingest.importer import import_tree
+
+    round_ = context.published[-1]
+    round_benchmarks_add(round=round_, keys=[DIGITS], actor=operator)
+    with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-demo-digits-") as tmp:
+        write_digits(Path(tmp), org=SUBMITTER_ORG, logged_org=ORGS[SUBMITTER_ORG], system=DIGITS_SYSTEM)
+        import_tree(Path(tmp), ruleset=round_.ruleset, round_slug=round_.slug)
+    result = Result.objects.current().filter(round=round_, organization__name=SUBMITTER_ORG,
+                                             system_slug=DIGITS_SYSTEM, benchmark_key=DIGITS).first()
+    if result is None or implementation_for(result) is None or not result.score:
+        context.say(f"demo reference reproduction: no scored {DIGITS} result with its implementation")
+        return
+    runner, _token = services.runner_create(name=CPU_RUNNER, actor=operator)
+    services.runner_approve(runner=runner, accelerator_model="cpu", accelerator_count=0, actor=operator)
+    report = services.Report(
+        name=CPU_RUNNER, accelerator_model="", accelerator_count=0, accelerator_memory_gb=None, free_indexes=(),
+        cpus=16, memory_gb=64.0, software={"agent": "Podium demo: attempts recorded, no training ran"},
+        datasets={DIGITS: ""}, runs_implementations=True, inventory=_inventory("", 0))
+    runs = list(result.runs.filter(counted=True).order_by("position"))
+    _reproduce(result, runs[0], ReproductionJob.Kind.CONVERGENCE, 1.0, runner, report, operator)
+    for job in ReproductionJob.objects.filter(result=result).select_related("implementation").order_by("pk"):
+        context.say(f"demo reproduction #{job.pk} ({job.kind}) of {result} with {job.implementation}: {job.state}")
 
 
 def _reproduce(result: Result, run: Run, kind: str, stretch: float, runner: Runner, report: services.Report,

@@ -1,5 +1,5 @@
 """`make run` is a tour: demo_data in demo mode seeds rounds in every phase, results for every chart, flags in
-each state, a held result and the four personas, who can sign in and reach their pages.
+each state, a borrowing lineage, a held result and the four personas, who can sign in and reach their pages.
 
 demo_data runs once for the module (it verifies some 300 result files) inside a transaction that is rolled
 back at the end, so the other test modules never see its rows. on_commit callbacks do not run inside it.
@@ -17,11 +17,14 @@ from django.db import transaction
 from django.test import Client, override_settings
 
 from accounts.demo import DEMO_PASSWORD
-from accounts.models import Membership, Organization
+from accounts.models import AuditEvent, Membership, Organization
 from catalog.models import Round
 from ingest.models import Result
 from ingest.visibility import visible_results
-from reviews.models import Flag
+from reviews.borrowing import BATCH_KEYS
+from reviews.models import Borrowing, Flag
+from runners.demo import CPU_RUNNER, DIGITS_SYSTEM
+from runners.models import ReproductionJob
 
 PERSONAS = ("submitter", "reviewer", "chair", "operator")
 DEMO_SETTINGS = {"PODIUM_DEMO_BANNER": True, "PASSWORD_HASHERS": ["django.contrib.auth.hashers.MD5PasswordHasher"]}
@@ -104,6 +107,48 @@ def test_flags_in_each_state_and_the_decision_names_the_chair(demo) -> None:
     assert "chair" in page
 
 
+def test_the_submitter_borrowed_hyperparameters_and_the_new_version_shows_its_lineage(demo) -> None:
+    borrowing = Borrowing.objects.select_related("entry", "source__organization", "result").get(
+        round__slug="demo-2025a")
+    assert borrowing.state == Borrowing.State.ACCEPTED, list(borrowing.result.findings.values_list("message",
+                                                                                                   flat=True))
+    new, entry, source = borrowing.result, borrowing.entry, borrowing.source
+    assert (borrowing.organization.name, borrowing.system_slug, borrowing.benchmark_key) == (
+        "Larkspur_Compute", "atlas_lx4_n1", "ssd")
+    assert new.is_current and not Result.objects.get(pk=entry.pk).is_current
+    assert new.borrowed_from == source and new.verdict == Result.Verdict.VERIFIED and new.score
+    assert source.organization.name != "Larkspur_Compute" and source.benchmark_key == "ssd"
+    # Every run logs the source's modifiable hyperparameters (batch size aside), and at least one differs
+    # from the entry's previous version: something was borrowed.
+    modifiable = set(entry.benchmark.modifiable_hyperparameters) - BATCH_KEYS
+    theirs = {k: v for k, v in source.runs.first().hyperparameters.items() if k in modifiable}
+    assert all({k: run.hyperparameters.get(k) for k in theirs} == theirs for run in new.runs.all())
+    assert any(entry.runs.first().hyperparameters.get(k) != v for k, v in theirs.items())
+    # Through the services: audited as a borrowing the submitter started and the check accepted.
+    actions = set(AuditEvent.objects.filter(action__startswith="borrowing.").values_list("action", flat=True))
+    assert actions == {"borrowing.create", "borrowing.state"}
+    assert new.submission.uploaded_by.username == "submitter"
+    page = _signed_in("submitter").get(new.get_absolute_url()).content.decode()
+    assert 'id="lineage"' in page and f'href="{source.get_absolute_url()}"' in page
+    dashboard = _signed_in("chair").get("/rounds/demo-2025a/review/").content.decode()
+    assert f"{source.organization.name} · {source.system_slug}" in dashboard
+
+
+def test_the_reference_benchmark_ships_its_implementation_and_a_cpu_runner_reproduces_it(demo) -> None:
+    result = Result.objects.current().get(round__slug="demo-2024b", benchmark_key="podium_digits")
+    assert (result.organization.name, result.system_slug) == ("Larkspur_Compute", DIGITS_SYSTEM)
+    assert result.verdict == Result.Verdict.VERIFIED and result.score  # the synthetic logs pass the real checks
+    assert not result.findings.filter(severity="ERROR").exists()
+    job = ReproductionJob.objects.get(result=result)
+    implementation = job.implementation
+    assert implementation is not None and implementation.path == "benchmarks/podium_digits/implementations/pytorch"
+    assert DIGITS_SYSTEM in implementation.systems and job.module == ""
+    assert (job.kind, job.state, job.current_attempt.runner.name) == ("convergence", "reproduced", CPU_RUNNER)
+    page = Client().get(result.get_absolute_url()).content.decode()  # published: a visitor sees it
+    assert f'href="{implementation.get_absolute_url()}"' in page and f"config_{DIGITS_SYSTEM}.sh" in page
+    assert "run_and_time.sh" in Client().get(implementation.get_absolute_url()).content.decode()
+
+
 def test_a_published_round_holds_a_result_back(demo) -> None:
     held = Result.objects.current().get(round__slug="demo-2024b", system_slug="meridian_lx5_n64",
                                         benchmark_key="gpt3")
@@ -135,8 +180,15 @@ def test_the_banner_lists_the_accounts_in_demo_mode_only(demo, settings) -> None
 
 
 def test_a_second_run_changes_nothing(demo, capsys) -> None:
-    before = (Result.objects.count(), Flag.objects.count(), User.objects.count(), Membership.objects.count())
+    def counts() -> tuple[int, ...]:
+        return (Result.objects.count(), Flag.objects.count(), User.objects.count(), Membership.objects.count(),
+                Borrowing.objects.count(), ReproductionJob.objects.count(), AuditEvent.objects.count())
+
+    before = counts()
+    lineage = Result.objects.current().get(round__slug="demo-2025a", system_slug="atlas_lx4_n1",
+                                           benchmark_key="ssd").borrowed_from_id
     call_command("demo_data", "--out", demo, "--jobs", "1", "--accounts")
-    after = (Result.objects.count(), Flag.objects.count(), User.objects.count(), Membership.objects.count())
-    assert before == after
+    assert counts() == before
+    assert lineage is not None and Result.objects.current().get(
+        round__slug="demo-2025a", system_slug="atlas_lx4_n1", benchmark_key="ssd").borrowed_from_id == lineage
     assert "demo-2024b: 19 unchanged" in capsys.readouterr().out

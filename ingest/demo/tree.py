@@ -10,12 +10,12 @@ import datetime
 import json
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mlperf_logging.benchmark_meta import get_result_file_counts
 
-from ingest.demo.benchmarks import BENCHMARKS, Benchmark, JSONScalar
+from ingest.demo.benchmarks import BENCHMARKS, Benchmark, Hyperparameters, JSONScalar
 from ingest.demo.catalog import ORGS, PLAN, ROUNDS, SYSTEMS, Planned, System, system_description
 from ingest.demo.convergence import draw_convergence, olympic_k, quality_curve, reference
 from ingest.demo.hardware import NODES
@@ -95,9 +95,40 @@ def _efficiency(capacity: float) -> float:
     return 1.0 if capacity <= 8 else (capacity / 8) ** -0.055
 
 
-def _write_item(round_dir: Path, rnd: DemoRound, plan: Planned, position: int, seed: int) -> DemoItem:
+_RERUN_DELAY_MS = 3 * 86_400_000  # a re-run trains days after the entry's first runs
+
+
+def write_rerun(dest: Path, *, round_slug: str, system: str, benchmark: str,
+                hyperparameters: Mapping[str, JSONScalar], seed: int = 2024) -> Path:
+    """One planned entry trained again with some hyperparameters replaced, as a hyperparameter borrowing
+    does: the same system description, byte for byte, and new runs (their own seeds, times and convergence)
+    logging `hyperparameters` over the planned ones, keys the entry did not log added after them. Writes
+    `dest/<Org>/` with that one item (replacing an earlier one there) and returns it, ready to bundle.
+    """
+    rnd = next(r for r in ROUNDS if r.slug == round_slug)
+    planned = [p for p in PLAN if p.round_slug == round_slug]
+    # Its position in the round, as write_demo_tree numbers it: the re-run's clock starts from the entry's.
+    position = next(i for i, p in enumerate(planned) if (p.system, p.benchmark) == (system, benchmark))
+    org_dir = dest / SYSTEMS[system].org
+    if org_dir.exists():
+        shutil.rmtree(org_dir)
+    _write(org_dir / "systems" / f"{system}.json",
+           json.dumps(system_description(SYSTEMS[system], round_slug), indent=4) + "\n")
+    _write_item(dest, rnd, planned[position], position, seed, overrides=hyperparameters, stream="rerun")
+    return org_dir
+
+
+def _overridden(planned: Hyperparameters, overrides: Mapping[str, JSONScalar]) -> Hyperparameters:
+    keys = {key for key, _ in planned}
+    return ([(key, overrides.get(key, value)) for key, value in planned]
+            + [(key, value) for key, value in overrides.items() if key not in keys])
+
+
+def _write_item(round_dir: Path, rnd: DemoRound, plan: Planned, position: int, seed: int, *,
+                overrides: Mapping[str, JSONScalar] | None = None, stream: str = "") -> DemoItem:
+    """Write one planned (system, benchmark); `stream` names a re-run of it (its own draws, days later)."""
     system, bench = SYSTEMS[plan.system], BENCHMARKS[plan.benchmark]
-    rng = random.Random(f"{seed}/{rnd.slug}/{plan.system}/{plan.benchmark}")
+    rng = random.Random(f"{seed}/{rnd.slug}/{plan.system}/{plan.benchmark}" + (f"/{stream}" if stream else ""))
     required = get_result_file_counts("training")[bench.name]
     runs = plan.runs or required
     ref = reference(rnd.ruleset, bench.name, plan.batch_size)
@@ -113,9 +144,11 @@ def _write_item(round_dir: Path, rnd: DemoRound, plan: Planned, position: int, s
         rnd.publication_date - datetime.timedelta(days=42), datetime.time(6), tzinfo=datetime.UTC
     )
     t = int(window.timestamp() * 1000) + position * 16 * 3_600_000 + rng.randint(0, 3 * 3_600_000)
+    if stream:
+        t += _RERUN_DELAY_MS
     seeds = rng.sample(range(1_000, 2**31), runs)
     header = _header(system, bench)
-    hyperparameters = bench.hyperparameters(plan.batch_size, ref.mean)
+    hyperparameters = _overridden(bench.hyperparameters(plan.batch_size, ref.mean), overrides or {})
 
     items_dir = round_dir / system.org / "results" / system.folder / bench.name
     for index in range(runs):

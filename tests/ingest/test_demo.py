@@ -8,6 +8,8 @@ import datetime
 import json
 import logging
 import statistics
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -274,3 +276,62 @@ def test_power_logs_cover_every_run_of_the_items_that_have_them(demo: tuple[Path
             keys = [event["key"] for event in lines]
             assert "power_measurement_start" in keys and "power_measurement_stop" in keys
             assert sum(k == "power_reading" for k in keys) >= 2
+
+
+def test_a_rerun_keeps_the_system_and_logs_the_given_hyperparameters_in_new_runs(
+    demo: tuple[Path, DemoManifest], tmp_path: Path
+) -> None:
+    from ingest.demo.tree import write_rerun
+
+    root, manifest = demo
+    borrowed = {"opt_base_learning_rate": 0.0002688, "opt_learning_rate_warmup_epochs": 1, "model_bn_span": 32}
+    folder = write_rerun(tmp_path, round_slug="demo-2025a", system="atlas_lx4_n1", benchmark="ssd",
+                         hyperparameters=borrowed)
+    first = root / manifest.round("demo-2025a").folder / "Larkspur_Compute"
+    assert (folder / "systems/atlas_lx4_n1.json").read_bytes() == (first / "systems/atlas_lx4_n1.json").read_bytes()
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == [
+        f"results/atlas_lx4_n1/ssd/result_{i}.txt" for i in range(5)] + ["systems/atlas_lx4_n1.json"]
+    for index in range(5):
+        new, old = (_events(d / f"results/atlas_lx4_n1/ssd/result_{index}.txt") for d in (folder, first))
+        values = {e["key"]: e["value"] for e in new}
+        assert {k: values[k] for k in borrowed} == borrowed
+        assert values["global_batch_size"] == 256  # the entry's own batch size
+        assert values["seed"] != {e["key"]: e["value"] for e in old}["seed"]
+        starts = [next(e["time_ms"] for e in events if e["key"] == "run_start") for events in (new, old)]
+        assert starts[0] > starts[1]  # trained again, later
+        valid, messages = _compliance(folder / f"results/atlas_lx4_n1/ssd/result_{index}.txt", "4.1.0")
+        assert valid, messages
+    # The same call writes the same bytes.
+    again = write_rerun(tmp_path / "again", round_slug="demo-2025a", system="atlas_lx4_n1", benchmark="ssd",
+                        hyperparameters=borrowed)
+    assert _tree(again) == _tree(folder)
+
+
+def test_the_reference_benchmark_logs_are_written_without_torch_with_their_implementation(tmp_path: Path) -> None:
+    from ingest.demo.reference import write_digits
+
+    folder = write_digits(tmp_path / "a", org="Larkspur_Compute", logged_org="Larkspur Compute", system="box")
+    implementation = folder / "benchmarks/podium_digits/implementations/pytorch"
+    assert {p.name for p in implementation.iterdir()} == {"run_and_time.sh", "config_box.sh", "Dockerfile",
+                                                          "README.md", "digits.py"}
+    logs = sorted((folder / "results/box/podium_digits").glob("result_*.txt"))
+    assert len(logs) == 5
+    seeds = set()
+    for log in logs:
+        events = _events(log)
+        keys = [e["key"] for e in events]
+        assert keys[:5] == ["submission_org", "submission_platform", "submission_division", "submission_status",
+                            "submission_benchmark"] and keys[-1] == "run_stop"
+        accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
+        assert accuracies[-1] >= 0.97 > max(accuracies[:-1])  # converges at the last evaluation
+        assert events[-1]["metadata"]["status"] == "success"
+        assert all(e["metadata"]["file"] == "podium_reference/digits.py" for e in events)
+        seeds.add(next(e["value"] for e in events if e["key"] == "seed"))
+    assert len(seeds) == 5
+    # `make run` installs no torch (nor scikit-learn): the writer must not import them.
+    blocked = ("import sys; sys.modules.update(torch=None, sklearn=None); from pathlib import Path; "
+               "from ingest.demo.reference import write_digits; "
+               f"write_digits(Path({str(tmp_path / 'c')!r}), org='O', logged_org='O', system='box')")
+    subprocess.run([sys.executable, "-c", blocked], check=True, cwd=Path(__file__).resolve().parents[2])
+    again = write_digits(tmp_path / "b", org="Larkspur_Compute", logged_org="Larkspur Compute", system="box")
+    assert _tree(again) == _tree(folder)
