@@ -6,7 +6,8 @@ The checksum is `tree_digest` of the folder: the sha256 of its files' names and 
 content address Podium gives an implementation), so a copy on any host has the same one. Print it
 with `python -m runner_agent.datasets FOLDER`. The agent checks presence when it starts, tells the
 server which benchmarks it holds (a runner without a benchmark's dataset is never given its jobs),
-and checks the checksum before each job runs: a copy that changed fails the attempt, saying so.
+and checks the checksum before each job runs: a copy that changed fails the attempt, saying so. Files
+unchanged since the agent last read them (same size, times, inode) are not read again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import stat
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,22 +57,60 @@ def check_present(dataset: Dataset) -> Path:
     return path
 
 
-def tree_digest(path: Path) -> str:
+# A file's sha256 by its absolute path, kept while the agent runs, with the stat fields that any write changes:
+# size, modification and change times (ctime cannot be set back by a user), inode and device. A dataset of
+# hundreds of GB is then read in full once per agent start, not before every job, and a file changed in any
+# way since is read again.
+_Stamp = tuple[int, int, int, int, int]
+_DIGESTS: dict[str, tuple[_Stamp, str]] = {}
+
+
+# A file whose times lie this close to now may still change within the same timestamp tick without its stat
+# fields showing it (git's "racy clean" case): it is read every time until it is older.
+RACY_NS = 2_000_000_000
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _stamp(info: os.stat_result) -> _Stamp:
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+
+
+def _file_digest(path: Path, info: os.stat_result, remember: bool) -> str:
+    if not remember:
+        return _sha256(path)
+    key, stamp = os.path.abspath(path), _stamp(info)
+    known = _DIGESTS.get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    digest = _sha256(path)
+    # Stat again after reading: a file written while it was read is not remembered with a stale digest.
+    recent = _now_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < RACY_NS
+    if not recent and _stamp(os.stat(path, follow_symlinks=False)) == stamp:
+        _DIGESTS[key] = (stamp, digest)
+    return digest
+
+
+def tree_digest(path: Path, *, remember: bool = False) -> str:
     """sha256 over "podium-tree-v1", then each file's '/'-separated name and sha256, in name order. Links
-    are followed nowhere: a dataset is what lies in the folder itself."""
+    are followed nowhere: a dataset is what lies in the folder itself. `remember`: reuse the digest of a
+    file whose stat fields did not change since this process last read it (datasets; never fresh code)."""
     files: list[tuple[str, str]] = []
     if path.is_file():
-        files.append((path.name, _sha256(path)))
+        files.append((path.name, _file_digest(path, os.stat(path, follow_symlinks=False), remember)))
     else:
         pending = [path]
         while pending:
             current = pending.pop()
             for entry in os.scandir(current):
-                mode = entry.stat(follow_symlinks=False).st_mode
-                if stat.S_ISDIR(mode):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
                     pending.append(Path(entry.path))
-                elif stat.S_ISREG(mode):
-                    files.append((Path(entry.path).relative_to(path).as_posix(), _sha256(Path(entry.path))))
+                elif stat.S_ISREG(info.st_mode):
+                    files.append((Path(entry.path).relative_to(path).as_posix(),
+                                  _file_digest(Path(entry.path), info, remember)))
     outer = hashlib.sha256(b"podium-tree-v1\0")
     for name, digest in sorted(files):
         outer.update(f"{name}\0{digest}\0".encode())
@@ -89,7 +129,7 @@ def checksum_problem(dataset: Dataset, expected: str | None) -> str | None:
     """Why the dataset may not be used for a job (missing, or a checksum that is not the declared one)."""
     if not dataset.path.exists():
         return f"the dataset of {dataset.benchmark} is no longer at {dataset.path}"
-    actual = tree_digest(dataset.path)
+    actual = tree_digest(dataset.path, remember=True)
     for whose, wanted in (("this runner declares", dataset.sha256), ("Podium declares", expected or "")):
         if wanted and actual != wanted.lower():
             return (f"dataset checksum mismatch for {dataset.benchmark}: {dataset.path} has sha256 {actual}, "

@@ -5,15 +5,18 @@ checks a dataset that takes long to hash."""
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import runner_agent.attempt
+import runner_agent.datasets
 from runner_agent.cli import main
-from runner_agent.datasets import Dataset, DatasetError, parse_declaration, tree_digest
+from runner_agent.datasets import Dataset, DatasetError, checksum_problem, parse_declaration, tree_digest
 from tests.runner_agent.test_agent import FAST, Answer, claim_answer, completion, run_agent
 
 SHA = "a" * 64
@@ -88,6 +91,48 @@ def test_a_dataset_checksum_ignores_times_and_follows_no_link(tmp_path) -> None:
     (tmp_path / "outside.txt").write_text("not the dataset's")
     (folder / "link").symlink_to(tmp_path / "outside.txt")
     assert tree_digest(folder) == first
+
+
+def _counting_reads(monkeypatch) -> list[str]:
+    reads: list[str] = []
+    real = runner_agent.datasets._sha256
+    monkeypatch.setattr(runner_agent.datasets, "_sha256", lambda path: reads.append(path.name) or real(path))
+    return reads
+
+
+def test_an_unchanged_dataset_is_read_once_and_a_replaced_file_is_read_again(tmp_path, monkeypatch) -> None:
+    folder = _dataset(tmp_path)
+    dataset = Dataset("podium_digits", folder, "")
+    expected = tree_digest(folder)
+    # The clock well past the files' times: none of them is "racy" (just written).
+    monkeypatch.setattr(runner_agent.datasets, "_now_ns", lambda: time.time_ns() + 60 * 10**9)
+    reads = _counting_reads(monkeypatch)
+    assert checksum_problem(dataset, expected) is None and reads  # the first check reads every file
+    reads.clear()
+    assert checksum_problem(dataset, expected) is None and reads == []  # the next job's check reads none
+    # Replaced by a file of the same size with the old modification time: another inode tells.
+    target = folder / "digits.csv"
+    before = target.stat()
+    twin = folder / "twin.tmp"
+    twin.write_bytes(bytes(b ^ 1 for b in target.read_bytes()))
+    os.utime(twin, ns=(before.st_atime_ns, before.st_mtime_ns))
+    twin.replace(target)
+    problem = checksum_problem(dataset, expected)
+    assert reads == ["digits.csv"] and problem is not None and "checksum mismatch" in problem
+
+
+def test_a_file_written_just_now_is_read_at_every_check(tmp_path, monkeypatch) -> None:
+    folder = _dataset(tmp_path)
+    dataset = Dataset("podium_digits", folder, "")
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in folder.rglob("*") if p.is_file())
+    # Within the racy window of the newest file: a change in the same timestamp tick could hide.
+    monkeypatch.setattr(runner_agent.datasets, "_now_ns", lambda: newest + runner_agent.datasets.RACY_NS // 2)
+    reads = _counting_reads(monkeypatch)
+    checksum_problem(dataset, None)
+    first = sorted(reads)
+    reads.clear()
+    checksum_problem(dataset, None)
+    assert "digits.csv" in first and "digits.csv" in reads
 
 
 def _slow_checksum(podium: Any, beats: int) -> Any:
