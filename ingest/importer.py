@@ -197,8 +197,14 @@ def import_tree(
     summary = ImportSummary(round=round_, ruleset=ruleset)
 
     digests = {id(s): s.digest(ruleset) for s in sources}
-    current = selectors.current_digests(round_, [(s.org, s.system, s.benchmark) for s in sources])
-    pending = [s for s in sources if current.get((s.org, s.system, s.benchmark)) != digests[id(s)]]
+    keys = [(s.org, s.system, s.benchmark) for s in sources]
+    current = selectors.current_digests(round_, keys)
+    imported = selectors.imported_digests(round_, keys)
+    # Unchanged: the current version's files, or those of the last import where an upload (a resubmission,
+    # a borrowing) has taken the entry over since; storing them again would only be history behind it.
+    pending = [s for s in sources
+               if digests[id(s)] not in {current.get((s.org, s.system, s.benchmark)),
+                                         imported.get((s.org, s.system, s.benchmark))}]
     # Largest first (by the bytes of its logs, a fair proxy of checker time): with few workers, a large item
     # started last would leave the others idle at the end.
     pending.sort(key=_size, reverse=True)

@@ -22,6 +22,15 @@ def current_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tup
     return {(o, s, b): d for o, s, b, d in rows if (o, s, b) in wanted}
 
 
+def imported_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """Digest of the newest version of each entry that an import stored. Where a later upload (a
+    resubmission, a borrowing) holds the entry, the tree is unchanged if it still equals what was imported."""
+    wanted = set(keys)
+    rows = (Result.objects.filter(round=round_, submission__source=Submission.Source.IMPORT)
+            .order_by("pk").values_list("organization__name", "system_slug", "benchmark_key", "digest"))
+    return {(o, s, b): d for o, s, b, d in rows if (o, s, b) in wanted}
+
+
 def current_result(round_: Round, org_name: str, system_slug: str, benchmark_key: str) -> Result | None:
     return (
         Result.objects.current()

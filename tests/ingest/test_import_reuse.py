@@ -142,3 +142,54 @@ def test_a_log_the_checker_cannot_read_is_a_finding_on_its_run_not_an_import_err
     assert runs[2].compliant is None and not runs[2].counted
     assert Finding.objects.filter(run=runs[2], checker="tool", message__contains="KeyError").exists()
     assert all(run.compliant for position, run in runs.items() if position != 2)
+
+
+def _taken_over_by_an_upload(key: tuple[str, str, str]) -> Result:
+    """A later web upload of the entry (a resubmission or a borrowing) becomes its current version."""
+    from ingest.models import Submission
+    from tests.factories import SubmissionFactory
+
+    org, system, benchmark = key
+    imported = Result.objects.get(organization__name=org, system_slug=system, benchmark_key=benchmark,
+                                  is_current=True)
+    upload = SubmissionFactory(round=imported.round, organization=imported.organization,
+                               source=Submission.Source.UPLOAD)
+    Result.objects.filter(pk=imported.pk).update(is_current=False)
+    taken = Result.objects.get(pk=imported.pk)
+    taken.pk, taken.submission, taken.digest, taken.is_current = None, upload, "f" * 64, True
+    taken.save()
+    return taken
+
+
+def test_an_entry_an_upload_took_over_is_unchanged_while_the_tree_is(make_tree, spies) -> None:
+    verify, bounded = spies
+    tree = make_tree(RESNET, SSD)
+    import_tree(tree, jobs=1)
+    taken = _taken_over_by_an_upload(SSD)
+    before = _snapshot()
+    verify.calls.clear()
+    bounded.calls.clear()
+
+    again = {o.source.benchmark: o for o in import_tree(tree, jobs=1).outcomes}
+
+    assert verify.calls == [] and bounded.calls == []
+    assert again["ssd"].status == "unchanged" and again["ssd"].result.pk == taken.pk
+    assert _snapshot() == before  # the upload still holds the entry
+
+
+def test_a_tree_changed_back_to_an_older_import_is_verified_again(make_tree, spies) -> None:
+    verify, _ = spies
+    tree = make_tree(RESNET, SSD)
+    import_tree(tree, jobs=1)
+    log = tree / "Larkspur_Compute/results/atlas_lx4_n1/ssd/result_0.txt"
+    original = log.read_bytes()
+    log.write_bytes(original + b"a line the checker ignores\n")
+    assert {o.source.benchmark: o.status for o in import_tree(tree, jobs=1).outcomes}["ssd"] == "updated"
+    log.write_bytes(original)
+    verify.calls.clear()
+
+    back = {o.source.benchmark: o for o in import_tree(tree, jobs=1).outcomes}
+
+    # Not "unchanged": the last import of the entry had other files (what the import then stores is
+    # result_store's rule for a submission's bytes seen before, not this test's subject).
+    assert [call[0].benchmark for call in verify.calls] == ["ssd"] and back["ssd"].status == "updated"
