@@ -621,12 +621,12 @@ class ResultApi(ReadApi):
     def get_queryset(self) -> QuerySet[Result]:
         # One row per result: the facts and derived figures are columns of Result itself, and the
         # default ordering is over Result's own columns, which an index serves (filters.RESULT_ORDERING).
-        return (
-            visible_results(self.request.user)
-            .select_related("round", "organization")
-            .only(*RESULT_COLUMNS)
-            .order_by(*api_filters.RESULT_ORDERING)
-        )
+        queryset = visible_results(self.request.user).order_by(*api_filters.RESULT_ORDERING)
+        if self.action == "list":
+            # narrow() reads values(), which drop select_related and only(): building them anyway cost
+            # CPU on every page (the SQL is the same without them; bench/profile_api.py).
+            return queryset
+        return queryset.select_related("round", "organization").only(*RESULT_COLUMNS)
 
     def count_key(self) -> str:
         """The list's count depends on the data (freshness), what the caller may see and the filters;

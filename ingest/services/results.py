@@ -81,7 +81,7 @@ def bundle_findings_store(*, submission: Submission, findings: list[EngineFindin
 def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
     with transaction.atomic():
         submission = Submission.objects.select_for_update().get(pk=submission.pk)
-        verdicts = set(submission.results.values_list("verdict", flat=True))
+        verdicts = set(submission.results.order_by().values_list("verdict", flat=True))  # a set: no ORDER BY
         bundle_errors = submission.findings.filter(result=None, severity=Finding.Severity.ERROR).exists()
         noncompliant = Result.Verdict.NONCOMPLIANT in verdicts or bundle_errors
         state = Submission.State.NONCOMPLIANT if noncompliant else Submission.State.VERIFIED
@@ -170,6 +170,7 @@ def result_store(*, submission: Submission, report: ItemReport, actor: Actor) ->
         .select_related("submission")
         .filter(round=round, organization=organization, system_slug=report.system,
                 benchmark_key=report.benchmark, is_current=True)
+        .order_by("pk")  # at most one is current (a constraint); Result's default ordering joins the round
         .first()
     )
     # The newest upload holds the entry, whatever order the verifications finish in: a late verdict
