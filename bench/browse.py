@@ -17,7 +17,9 @@ declares, serves them with Datasette (from the `bench` extra: a venv of its own,
 and measures the same filtered, ordered page of 100 through Datasette's JSON API, side by side with Podium's.
 
 Printed: median and p95 per URL, with the 1-minute load average beside every figure; Podium/Datasette for
-the API page (goal <= 0.5x); the growth from the smallest to the largest size per URL (goal <= 1.5x); the
+the API page (goal <= 0.5x); the growth from the smallest to the largest size per URL (goal <= 1.5x), and
+for the round's CSV export, which holds 10x the rows by construction, also the growth of its time to first
+byte (it streams) and of its time per 1,000 rows; the
 RSS of the gunicorn workers after each size; the SQL queries per request (cold cache) per URL. Databases
 and servers it made are dropped and killed on exit, also on Ctrl-C.
 
@@ -412,17 +414,32 @@ class Server:
 
 
 def fetch(port: int, path: str, cookie: str, timeout: float = 120,
-          connection: http.client.HTTPConnection | None = None) -> tuple[int, int]:
+          connection: http.client.HTTPConnection | None = None, first_byte: list[float] | None = None
+          ) -> tuple[int, int]:
+    """(status, body length). `first_byte`: gets the perf_counter time the response's head arrived (a
+    streamed response's head leaves the server with its first chunk: its time to first byte)."""
     own = connection is None
     connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         connection.request("GET", path, headers={"Cookie": cookie} if cookie else {})
         response = connection.getresponse()
+        if first_byte is not None:
+            first_byte.append(time.perf_counter())
         body = response.read()
         return response.status, len(body)
     finally:
         if own:
             connection.close()
+
+
+def export_rows(port: int, path: str, cookie: str) -> int:
+    """Data rows in a CSV export (its lines less the header)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    try:
+        connection.request("GET", path, headers={"Cookie": cookie})
+        return max(connection.getresponse().read().count(b"\n") - 1, 0)
+    finally:
+        connection.close()
 
 
 @dataclass
@@ -445,14 +462,16 @@ def measure(port: int, path: str, cookie: str, seconds: float, clients: int) -> 
     return figures(latencies, errors)
 
 
-def measure_side_by_side(targets: list[tuple[int, str, str]], seconds: float, clients: int) -> list[Figures]:
+def measure_side_by_side(targets: list[tuple[int, str, str]], seconds: float, clients: int,
+                         first_byte: bool = False) -> list[Figures]:
     """Each (port, path, cookie) for `seconds` in all, in two halves ordered A B … B A: a machine whose
-    load drifts during the run (a shared one) weighs on every target alike, so ratios between them hold."""
+    load drifts during the run (a shared one) weighs on every target alike, so ratios between them hold.
+    `first_byte`: the figures are times to the response's head, not to its last byte."""
     found: list[tuple[list[float], int]] = [([], 0) for _ in targets]
     order = list(range(len(targets)))
     for index in order + order[::-1]:
         port, path, cookie = targets[index]
-        latencies, errors = collect(port, path, cookie, seconds / 2, clients)
+        latencies, errors = collect(port, path, cookie, seconds / 2, clients, first_byte)
         found[index] = (found[index][0] + latencies, found[index][1] + errors)
     return [figures(latencies, errors) for latencies, errors in found]
 
@@ -465,8 +484,10 @@ def figures(latencies: list[float], errors: int) -> Figures:
                    len(ordered), errors, load())
 
 
-def collect(port: int, path: str, cookie: str, seconds: float, clients: int) -> tuple[list[float], int]:
-    """Latencies (ms) of the successful requests, and the number of failed ones."""
+def collect(port: int, path: str, cookie: str, seconds: float, clients: int,
+            first_byte: bool = False) -> tuple[list[float], int]:
+    """Latencies (ms; to the response's head where `first_byte`) of the successful requests, and the number
+    of failed ones."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -477,13 +498,14 @@ def collect(port: int, path: str, cookie: str, seconds: float, clients: int) -> 
         try:
             while time.monotonic() < deadline or len(latencies) < MIN_REQUESTS:
                 started = time.perf_counter()
+                head: list[float] = []
                 try:
-                    status, _ = fetch(port, path, cookie, connection=connection)
+                    status, _ = fetch(port, path, cookie, connection=connection, first_byte=head)
                 except (OSError, http.client.HTTPException):
                     connection.close()
                     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
                     status = 0
-                elapsed = (time.perf_counter() - started) * 1000
+                elapsed = ((head[0] if first_byte and head else time.perf_counter()) - started) * 1000
                 with lock:
                     if status == 200:
                         latencies.append(elapsed)
@@ -584,6 +606,8 @@ class SizeResult:
     podium_api_back_to_back: Figures
     rss_mb: list[float]
     queries: dict[str, tuple[int, int]]
+    csv_first_byte: Figures
+    csv_rows: int
 
 
 @dataclass
@@ -657,6 +681,15 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
                 print(f"  {label:<38} {p.made.results:>7,} cached   {cached[index][name]}\n  {'':<38} {'':>7} "
                       f"uncached {uncached[index][name]}   SQL queries (cold): {p.queries[name][0]} anonymous, "
                       f"{p.queries[name][1]} signed in", flush=True)
+        # The round's export holds every row of the round, 10x more in the larger set by construction, so its
+        # total time cannot stay flat; what must is the wait for its first byte (it streams) and the time
+        # per row, both printed in the summary.
+        csv = "round CSV export"
+        first_bytes = measure_side_by_side([(p.server.port, p.paths[csv], p.made.cookie) for p in prepared],
+                                           args.seconds, args.clients, first_byte=True)
+        csv_rows = [export_rows(p.server.port, p.paths[csv], p.made.cookie) for p in prepared]
+        for p, figure, rows in zip(prepared, first_bytes, csv_rows, strict=True):
+            print(f"  {csv + ', first byte':<38} {p.made.results:>7,} uncached {figure}   ({rows:,} rows)", flush=True)
         results = []
         for index, p in enumerate(prepared):
             rss = p.server.worker_rss_mb()
@@ -683,7 +716,8 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
             print(f"  Podium    {api} (signed in)\n            {ours}\n"
                   f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n"
                   f"            {theirs}\n  Datasette the same with &_nocount=1 (reference)\n            {uncounted}")
-            results.append(SizeResult(p.made, cached[index], uncached[index], theirs, ours, rss, p.queries))
+            results.append(SizeResult(p.made, cached[index], uncached[index], theirs, ours, rss, p.queries,
+                                      first_bytes[index], csv_rows[index]))
         return results
     except BaseException:
         for p in prepared:
@@ -713,6 +747,14 @@ def summary(results: list[SizeResult]) -> None:
             growth = after.median_ms / before.median_ms
             print(f"    {mode:<8} {name:<38} {growth:6.2f}x ({after.p95_ms / before.p95_ms:.2f}x) "
                   f"{'MET' if growth <= 1.5 else 'NOT MET'}; {after.load}")
+    csv = "round CSV export"
+    first = large.csv_first_byte.median_ms / small.csv_first_byte.median_ms
+    print(f"    uncached {csv + ', first byte':<38} {first:6.2f}x "
+          f"({large.csv_first_byte.p95_ms / small.csv_first_byte.p95_ms:.2f}x) {'MET' if first <= 1.5 else 'NOT MET'}")
+    per_row = [r.uncached[csv].median_ms / max(r.csv_rows, 1) * 1000 for r in (small, large)]
+    print(f"    uncached {csv + ', per 1,000 rows':<38} {per_row[1] / per_row[0]:6.2f}x "
+          f"({per_row[0]:.1f} -> {per_row[1]:.1f} ms per 1,000 rows; {small.csv_rows:,} -> {large.csv_rows:,} rows) "
+          f"{'MET' if per_row[1] / per_row[0] <= 1.5 else 'NOT MET'}")
     rss = " -> ".join(f"{max(r.rss_mb, default=0):.0f} MB" for r in results)
     print(f"  largest gunicorn worker RSS per size: {rss}")
 
