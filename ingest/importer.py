@@ -217,7 +217,8 @@ def import_tree(
         if id(source) not in pending_ids:
             result = selectors.current_result(round_, source.org, source.system, source.benchmark)
             outcomes[id(source)] = ItemOutcome(source, "unchanged", result)
-    _keep_unchanged_logs([o for o in outcomes.values() if o.result is not None])
+    _keep_unchanged_logs([o for o in outcomes.values() if o.result is not None], round_,
+                         {id(s): digests[id(s)] for s in sources if id(s) not in pending_ids})
 
     submissions: dict[str, Submission] = {}
     org_digests = {s.org: orgs_digest(sources, digests, s.org) for s in pending}
@@ -261,17 +262,32 @@ def _size(source: ItemSource) -> int:
     return sum(path.stat().st_size for path in source.result_files)
 
 
-def _keep_unchanged_logs(unchanged: list[ItemOutcome]) -> None:
+def _keep_unchanged_logs(unchanged: list[ItemOutcome], round_: Round, digests: dict[int, str]) -> None:
     """Unchanged items are not verified again, but their logs are kept if they are not yet (results imported
-    before Podium kept logs): importing the same tree again is how an operator gives them their files."""
+    before Podium kept logs): importing the same tree again is how an operator gives them their files.
+
+    The files are those of the version the tree equals: the current one, or, where an upload (a
+    resubmission, a borrowing) has taken the entry over since, the version the import stored."""
+    holders: dict[int, int] = {}  # id(outcome) -> pk of the result whose files the tree holds
+    for outcome in unchanged:
+        assert outcome.result is not None
+        if outcome.result.digest == digests[id(outcome.source)]:
+            holders[id(outcome)] = outcome.result.pk
+        else:
+            source = outcome.source
+            pk = selectors.imported_result_pk(round_, source.org, source.system, source.benchmark,
+                                              digests[id(source)])
+            if pk is not None:
+                holders[id(outcome)] = pk
     logs: dict[int, list[tuple[str, str]]] = {}
-    rows = Run.objects.filter(result__in=[o.result for o in unchanged]).values_list("result_id", "file", "sha256")
+    rows = Run.objects.filter(result__in=set(holders.values())).values_list("result_id", "file", "sha256")
     for result_id, file, sha256 in rows:
         logs.setdefault(result_id, []).append((file, sha256))
     for outcome in unchanged:
-        assert outcome.result is not None
+        if id(outcome) not in holders:
+            continue
         try:
-            run_logs_store(source=outcome.source, logs=logs.get(outcome.result.pk, []))
+            run_logs_store(source=outcome.source, logs=logs.get(holders[id(outcome)], []))
         except Exception:
             outcome.status, outcome.error = "error", traceback.format_exc()
 

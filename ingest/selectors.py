@@ -31,6 +31,15 @@ def imported_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tu
     return {(o, s, b): d for o, s, b, d in rows if (o, s, b) in wanted}
 
 
+def imported_result_pk(round_: Round, org_name: str, system_slug: str, benchmark_key: str,
+                       digest: str) -> int | None:
+    """The newest version of an entry that an import stored from files with this digest."""
+    return (Result.objects.filter(round=round_, submission__source=Submission.Source.IMPORT,
+                                  organization__name=org_name, system_slug=system_slug,
+                                  benchmark_key=benchmark_key, digest=digest)
+            .order_by("-pk").values_list("pk", flat=True).first())
+
+
 def current_result(round_: Round, org_name: str, system_slug: str, benchmark_key: str) -> Result | None:
     return (
         Result.objects.current()

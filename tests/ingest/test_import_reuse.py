@@ -193,3 +193,25 @@ def test_a_tree_changed_back_to_an_older_import_is_verified_again(make_tree, spi
     # Not "unchanged": the last import of the entry had other files (what the import then stores is
     # result_store's rule for a submission's bytes seen before, not this test's subject).
     assert [call[0].benchmark for call in verify.calls] == ["ssd"] and back["ssd"].status == "updated"
+
+
+def test_the_logs_kept_for_an_entry_an_upload_took_over_are_the_imported_versions(make_tree) -> None:
+    """The upload's runs name other bytes at the same paths (its own logs): re-importing the tree keeps the
+    logs of the version the tree equals, the imported one, and never files the tree's bytes under the
+    upload's checksums (which the store refuses: the demo's second run once failed on it)."""
+    from ingest import storage
+
+    tree = make_tree(RESNET, SSD)
+    import_tree(tree, jobs=1)
+    imported = Result.objects.get(benchmark_key="ssd", is_current=True)
+    taken = _taken_over_by_an_upload(SSD)
+    for run in imported.runs.all():
+        run.pk, run.result, run.sha256 = None, taken, f"{run.position:x}" * 64  # logs this store never saw
+        run.save()
+
+    again = {o.source.benchmark: o for o in import_tree(tree, jobs=1).outcomes}
+
+    assert again["ssd"].status == "unchanged", again["ssd"].error
+    assert again["ssd"].result.pk == taken.pk
+    for sha256 in imported.runs.values_list("sha256", flat=True):
+        assert storage.has_run_log(sha256)

@@ -89,7 +89,9 @@ class Command(BaseCommand):
                 statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
             self.stdout.write(f"{demo_round.slug}: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
             if summary.errors:
-                raise CommandError(f"{summary.errors} demo item(s) failed to import")
+                failed = [f"{o.source.rel_root}: {o.error.strip().splitlines()[-1]}" for o in summary.outcomes
+                          if o.status == "error" and o.error.strip()]
+                raise CommandError(f"{summary.errors} demo item(s) failed to import: " + "; ".join(failed))
         rounds[OPEN_ROUND.slug] = _round(OPEN_ROUND)
         self.stdout.write(f"{OPEN_ROUND.slug}: open for uploads")
         if not demo_mode():
