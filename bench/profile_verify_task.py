@@ -14,10 +14,12 @@ import cProfile
 import io
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -29,6 +31,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--dump", default=None, help="write the raw profile here")
+    parser.add_argument("--spans", action="store_true",
+                        help="no profiler: the wall time of each step of the task instead (median over the tasks "
+                             "after the first)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="podium-profile-task-"))
     os.environ.update(
@@ -62,7 +67,9 @@ def main() -> None:
     org, round_ = Organization.objects.get(slug="larkspur-compute"), Round.objects.get(slug="bench-v4.0")
     made = upload_latency.bundles(args.repeat, tmp)
     profile = cProfile.Profile()
+    spans = _timed_steps(submissions) if args.spans else None
     times = []
+    per_step: dict[str, list[float]] = {}
     for i, data in enumerate(made):
         archive = tmp / f"b{i}.tar.gz"
         archive.write_bytes(data)
@@ -70,17 +77,70 @@ def main() -> None:
             actor=user, organization=org, round=round_, archive=archive, original_name="bundle.tar.gz"
         )
         start = time.perf_counter()
-        if i:
+        profiled = bool(i) and spans is None
+        if spans is not None:
+            spans.clear()
+        if profiled:
             profile.enable()
         state = submissions.submission_verify(submission_id=outcome.submission.pk)
-        if i:
+        if profiled:
             profile.disable()
+        if spans is not None and i:
+            for name, seconds in spans.items():
+                per_step.setdefault(name, []).append(seconds)
         times.append(time.perf_counter() - start)
         assert state == "verified", state
-    print("task wall times (s): " + " ".join(f"{t:.3f}" for t in times))
+    print("task wall times (s): " + " ".join(f"{t:.3f}" for t in times) + f"; load {os.getloadavg()[0]:.2f}")
+    if spans is not None:
+        print(f"median of each step over tasks 2..{len(times)} (ms; steps nest as listed):")
+        for name, values in per_step.items():
+            print(f"  {name:<40} {statistics.median(values) * 1000:8.1f}")
+        print(f"  {'the whole task':<40} {statistics.median(times[1:]) * 1000:8.1f}")
+        return
     if args.dump:
         profile.dump_stats(args.dump)
     pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
+
+
+def _timed_steps(submissions: Any) -> dict[str, float]:
+    """Wraps the task's steps (module attributes the task looks up when it runs) with wall-clock timers;
+    returns the dict they add their seconds to."""
+    from ingest.engine import tool, verify
+
+    spent: dict[str, float] = {}
+    steps = [
+        (submissions, "_claim"), (submissions, "extract_bundle"), (submissions, "_verify_items"),
+        (verify, "_check_logs"), (tool, "check_rcp"), (tool, "check_system_desc"), (verify, "parse_log"),
+        (submissions, "run_logs_store"), (submissions, "implementations_pack"), (submissions, "check_submitter"),
+        (submissions, "_store"), (submissions, "result_store"), (submissions, "submission_notify"),
+    ]
+    for module, name in steps:
+        if not hasattr(module, name):
+            continue
+        real = getattr(module, name)
+        label = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
+
+        def timed(*args: Any, _real: Any = real, _label: str = label, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return _real(*args, **kwargs)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.perf_counter() - started
+
+        setattr(module, name, timed)
+    signal = submissions.submission_finished
+    real_send = signal.send
+
+    def send(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return real_send(*args, **kwargs)
+        finally:
+            spent["submission_finished receivers"] = spent.get("submission_finished receivers", 0.0) + (
+                time.perf_counter() - started)
+
+    signal.send = send  # type: ignore[method-assign]
+    return spent
 
 
 if __name__ == "__main__":
