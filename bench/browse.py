@@ -5,11 +5,14 @@ round) the script creates its own database, migrates it, fills it with bulk inse
 serves it with gunicorn (--workers, --threads). All sizes are served at once, and each URL is measured on
 every size side by side, in two halves ordered A B B A, so that the load of a shared machine drifting
 during the run does not pass for growth with the data. Each measurement: --clients concurrent keep-alive
-clients for --seconds (at least 3 requests each), twice:
+clients for --seconds (at least 3 requests each), three times:
 
 - cached: anonymous, after a warm-up that fills every worker's cache (what a repeat visitor gets);
 - uncached: signed in with a session cookie of an organization member, which no page cache serves
-  (what every submitter, reviewer and chair pays, and the first visitor after any change).
+  (what every submitter, reviewer and chair pays);
+- changed: signed in, each request the first after a change of the data (the bench moves the results
+  generation before each one, untimed, as a stored result would): nothing kept for the data version is
+  there, neither pages nor what they are built from (the table's row order, filter choices, counts).
 
 URLs: the newest round's table page, /api/v1/results/ filtered and ordered (a page of 100), the round's CSV
 export, and every chart endpoint. Then it exports the same result rows to SQLite with the indexes Result
@@ -46,7 +49,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -463,7 +466,7 @@ def measure(port: int, path: str, cookie: str, seconds: float, clients: int) -> 
 
 
 def measure_side_by_side(targets: list[tuple[int, str, str]], seconds: float, clients: int,
-                         first_byte: bool = False) -> list[Figures]:
+                         first_byte: bool = False, before: Callable[[], None] | None = None) -> list[Figures]:
     """Each (port, path, cookie) for `seconds` in all, in two halves ordered A B … B A: a machine whose
     load drifts during the run (a shared one) weighs on every target alike, so ratios between them hold.
     `first_byte`: the figures are times to the response's head, not to its last byte."""
@@ -471,7 +474,7 @@ def measure_side_by_side(targets: list[tuple[int, str, str]], seconds: float, cl
     order = list(range(len(targets)))
     for index in order + order[::-1]:
         port, path, cookie = targets[index]
-        latencies, errors = collect(port, path, cookie, seconds / 2, clients, first_byte)
+        latencies, errors = collect(port, path, cookie, seconds / 2, clients, first_byte, before)
         found[index] = (found[index][0] + latencies, found[index][1] + errors)
     return [figures(latencies, errors) for latencies, errors in found]
 
@@ -485,9 +488,9 @@ def figures(latencies: list[float], errors: int) -> Figures:
 
 
 def collect(port: int, path: str, cookie: str, seconds: float, clients: int,
-            first_byte: bool = False) -> tuple[list[float], int]:
+            first_byte: bool = False, before: Callable[[], None] | None = None) -> tuple[list[float], int]:
     """Latencies (ms; to the response's head where `first_byte`) of the successful requests, and the number
-    of failed ones."""
+    of failed ones. `before`: called before each request, untimed."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -497,6 +500,8 @@ def collect(port: int, path: str, cookie: str, seconds: float, clients: int,
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
         try:
             while time.monotonic() < deadline or len(latencies) < MIN_REQUESTS:
+                if before is not None:
+                    before()
                 started = time.perf_counter()
                 head: list[float] = []
                 try:
@@ -608,6 +613,7 @@ class SizeResult:
     queries: dict[str, tuple[int, int]]
     csv_first_byte: Figures
     csv_rows: int
+    changed: dict[str, Figures]
 
 
 @dataclass
@@ -663,6 +669,9 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
             prepared.append(prepare_size(total, args, base, env, tmp))
         cached: list[dict[str, Figures]] = [{} for _ in prepared]
         uncached: list[dict[str, Figures]] = [{} for _ in prepared]
+        changed: list[dict[str, Figures]] = [{} for _ in prepared]
+        from core.cache import bump_generation  # outside a transaction it bumps at once
+
         print(f"\n== Each URL on every size, side by side; {load_triple()}", flush=True)
         for name in prepared[0].paths:
             for p in prepared:
@@ -670,17 +679,18 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
                 # default) holds the answer: a keep-alive connection would stay with one worker.
                 for _ in range(args.workers * 4):
                     fetch(p.server.port, p.paths[name], "")
-            for mode, store in (("cached", cached), ("uncached", uncached)):
+            for mode, store in (("cached", cached), ("uncached", uncached), ("changed", changed)):
                 found = measure_side_by_side(
-                    [(p.server.port, p.paths[name], p.made.cookie if mode == "uncached" else "") for p in prepared],
-                    args.seconds, args.clients)
+                    [(p.server.port, p.paths[name], "" if mode == "cached" else p.made.cookie) for p in prepared],
+                    args.seconds, args.clients, before=bump_generation if mode == "changed" else None)
                 for index, figure in enumerate(found):
                     store[index][name] = figure
             for index, p in enumerate(prepared):
                 label = name if index == 0 else ""
                 print(f"  {label:<38} {p.made.results:>7,} cached   {cached[index][name]}\n  {'':<38} {'':>7} "
                       f"uncached {uncached[index][name]}   SQL queries (cold): {p.queries[name][0]} anonymous, "
-                      f"{p.queries[name][1]} signed in", flush=True)
+                      f"{p.queries[name][1]} signed in\n  {'':<38} {'':>7} changed  {changed[index][name]}",
+                      flush=True)
         # The round's export holds every row of the round, 10x more in the larger set by construction, so its
         # total time cannot stay flat; what must is the wait for its first byte (it streams) and the time
         # per row, both printed in the summary.
@@ -717,7 +727,7 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
                   f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n"
                   f"            {theirs}\n  Datasette the same with &_nocount=1 (reference)\n            {uncounted}")
             results.append(SizeResult(p.made, cached[index], uncached[index], theirs, ours, rss, p.queries,
-                                      first_bytes[index], csv_rows[index]))
+                                      first_bytes[index], csv_rows[index], changed[index]))
         return results
     except BaseException:
         for p in prepared:
@@ -741,7 +751,7 @@ def summary(results: list[SizeResult]) -> None:
         return
     small, large = results[0], results[-1]
     print(f"  growth {large.made.results:,} / {small.made.results:,} results (goal <= 1.5x), median (p95):")
-    for mode in ("uncached", "cached"):
+    for mode in ("uncached", "changed", "cached"):
         for name in small.cached:
             before, after = getattr(small, mode)[name], getattr(large, mode)[name]
             growth = after.median_ms / before.median_ms

@@ -1,7 +1,10 @@
 """Cached public answers: their keys, and one filler per cold key.
 
-Only what anonymous visitors see is cached (it depends on nothing but published data); signed-in users
-may see embargoed results of their own and always get a fresh answer.
+Whole answers are cached only for anonymous visitors (they depend on nothing but published data); signed-in
+users may see embargoed results of their own and never get another visitor's page. What a signed-in page is
+built from may be kept when its key also holds what the visitor may see beyond the public record
+(ingest.visibility.viewer_fingerprint): the filter choices and the order of a round table's rows
+(leaderboard.table), under the same keys as below.
 
 A key must change whenever what an anonymous visitor may see changes, and a cache hit must cost no
 query. Two things change it:
