@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -38,3 +38,28 @@ def page(browser) -> Iterator[object]:
     page.set_default_timeout(10_000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def sign_in(browser, live_server) -> Iterator[Callable[[str], object]]:
+    """A page in a browser context of its own, signed in as `username` (password tests.people.PASSWORD)
+    and back on the home page."""
+    from tests.people import PASSWORD
+
+    contexts = []
+
+    def sign_in(username: str) -> object:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("form.stacked button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        return page
+
+    yield sign_in
+    for context in contexts:
+        context.close()

@@ -8,22 +8,20 @@ failure names every page and rule at once. Pages come from PAGES: a new page typ
 
 from __future__ import annotations
 
-import io
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
 
 from catalog.models import Round
-from ingest.models import Result, Submission
+from ingest.models import Result
 from runners.models import ReproductionJob
 from tests.browser.axe import Violation, artifacts_dir, axe_violations, sideways_overflow
-from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
+from tests.browser.site_world import demo_item, upload_verified
+from tests.people import PASSWORD, make_people, open_round, set_phase
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -82,20 +80,6 @@ class Visit:
     broken_charts: int = 0
 
 
-def _upload(user: object, demo: Path, org: str, system: str, tmp_path: Path, round_: Round) -> Submission:
-    """One (system, bert) item of a demo submitter folder, uploaded through the API and verified in-process."""
-    folder = tmp_path / org
-    (folder / "systems").mkdir(parents=True)
-    shutil.copyfile(demo / org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
-    shutil.copytree(demo / org / "results" / system / "bert", folder / "results" / system / "bert")
-    bundle = io.BytesIO(tar_gz_of(folder))
-    bundle.name = f"{org}.tar.gz"
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
-    response = client.post("/api/v1/submissions/", {"round": round_.slug, "bundle": bundle}, format="multipart")
-    assert response.status_code == 201, response.content
-    return Submission.objects.get(pk=response.json()["id"])
-
 
 @pytest.fixture
 def site(demo_tree, tmp_path) -> dict[str, Any]:
@@ -105,8 +89,9 @@ def site(demo_tree, tmp_path) -> dict[str, Any]:
     round_.chairs.add(people.chair)
     root, manifest = demo_tree
     demo = root / manifest.round("demo-2024a").folder
-    submission = _upload(people.alice, demo, "Larkspur_Compute", "atlas_lx4_n1", tmp_path, round_)
-    _upload(people.carol, demo, "Tessellate_Cloud", "tc2-accel-8x32", tmp_path, round_)
+    acme = demo_item(demo, "Larkspur_Compute", "atlas_lx4_n1", "bert", tmp_path)
+    submission = upload_verified(people.alice, acme, round_)
+    upload_verified(people.carol, demo_item(demo, "Tessellate_Cloud", "tc2-accel-8x32", "bert", tmp_path), round_)
     set_phase(round_, Round.Phase.PUBLISHED)
     acme = Result.objects.current().get(organization=people.acme)
     zeta = Result.objects.current().get(organization=people.zeta)

@@ -3,20 +3,17 @@ public sees the outcome once the round is published; and a borrowing the rules r
 
 from __future__ import annotations
 
-import io
-import shutil
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from rest_framework.test import APIClient
 
 from accounts.models import Membership
 from accounts.services import membership_add
 from catalog.models import Round
-from ingest.models import Result, Submission
+from ingest.models import Result
 from reviews.models import Borrowing
-from tests.people import PASSWORD, make_people, open_round, set_phase, tar_gz_of, token_for
+from tests.browser.site_world import demo_item, upload_verified
+from tests.people import make_people, open_round, set_phase, tar_gz_of
 
 # No `real_worker`: with no broker the verification runs in-process, after the upload's commit.
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -27,42 +24,6 @@ ANSWER = "We evaluate every epoch as the rules ask; see the eval_accuracy lines 
 NOTE = "The evaluation schedule follows the reference; no issue."
 
 
-def _upload(user: object, demo: Path, org: str, system: str, tmp_path: Path, round_: Round) -> Path:
-    """One (system, bert) item of a demo submitter folder, uploaded through the API and verified."""
-    folder = tmp_path / org
-    (folder / "systems").mkdir(parents=True)
-    shutil.copyfile(demo / org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
-    shutil.copytree(demo / org / "results" / system / "bert", folder / "results" / system / "bert")
-    bundle = io.BytesIO(tar_gz_of(folder))
-    bundle.name = f"{org}.tar.gz"
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
-    response = client.post("/api/v1/submissions/", {"round": round_.slug, "bundle": bundle}, format="multipart")
-    assert response.status_code == 201, response.content
-    assert Submission.objects.get(pk=response.json()["id"]).state == Submission.State.VERIFIED
-    return folder
-
-
-@pytest.fixture
-def sign_in(browser, live_server) -> Iterator[Callable[[str], object]]:
-    """A page in a browser context of its own, signed in as `username`."""
-    contexts = []
-
-    def sign_in(username: str) -> object:
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("form.stacked button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        return page
-
-    yield sign_in
-    for context in contexts:
-        context.close()
 
 
 @pytest.fixture
@@ -74,8 +35,9 @@ def in_review(demo_tree, tmp_path) -> tuple[object, Round, Result, Result, Path]
     round_.chairs.add(people.chair)
     root, manifest = demo_tree
     demo = root / manifest.round("demo-2024a").folder
-    acme_folder = _upload(people.alice, demo, "Larkspur_Compute", "atlas_lx4_n1", tmp_path, round_)
-    _upload(people.carol, demo, "Tessellate_Cloud", "tc2-accel-8x32", tmp_path, round_)
+    acme_folder = demo_item(demo, "Larkspur_Compute", "atlas_lx4_n1", "bert", tmp_path)
+    upload_verified(people.alice, acme_folder, round_)
+    upload_verified(people.carol, demo_item(demo, "Tessellate_Cloud", "tc2-accel-8x32", "bert", tmp_path), round_)
     set_phase(round_, Round.Phase.REVIEW)
     acme = Result.objects.current().get(organization=people.acme)
     zeta = Result.objects.current().get(organization=people.zeta)

@@ -7,13 +7,12 @@ site_world.artifacts_dir("tours")."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.browser.site_world import CITED_LINE, artifacts_dir, build_site, demo_item, review_world, zip_of
-from tests.people import PASSWORD, make_people, open_round
+from tests.people import make_people, open_round
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -40,27 +39,6 @@ class Tour:
         self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
-
-@pytest.fixture
-def sign_in(browser, live_server) -> Iterator[Callable[[str], object]]:
-    """A page in a browser context of its own, signed in as `username` and back on the home page."""
-    contexts = []
-
-    def sign_in(username: str) -> object:
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("form.stacked button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        return page
-
-    yield sign_in
-    for context in contexts:
-        context.close()
 
 
 def _nav(page: object, label: str) -> None:
