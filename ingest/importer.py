@@ -199,12 +199,12 @@ def import_tree(
     digests = {id(s): s.digest(ruleset) for s in sources}
     keys = [(s.org, s.system, s.benchmark) for s in sources]
     current = selectors.current_digests(round_, keys)
-    imported = selectors.imported_digests(round_, keys)
+    imported = selectors.imported_versions(round_, keys)
     # Unchanged: the current version's files, or those of the last import where an upload (a resubmission,
     # a borrowing) has taken the entry over since; storing them again would only be history behind it.
     pending = [s for s in sources
                if digests[id(s)] not in {current.get((s.org, s.system, s.benchmark)),
-                                         imported.get((s.org, s.system, s.benchmark))}]
+                                         imported.get((s.org, s.system, s.benchmark), ("", 0))[0]}]
     # Largest first (by the bytes of its logs, a fair proxy of checker time): with few workers, a large item
     # started last would leave the others idle at the end.
     pending.sort(key=_size, reverse=True)
@@ -217,8 +217,7 @@ def import_tree(
         if id(source) not in pending_ids:
             result = selectors.current_result(round_, source.org, source.system, source.benchmark)
             outcomes[id(source)] = ItemOutcome(source, "unchanged", result)
-    _keep_unchanged_logs([o for o in outcomes.values() if o.result is not None], round_,
-                         {id(s): digests[id(s)] for s in sources if id(s) not in pending_ids})
+    _keep_unchanged_logs([o for o in outcomes.values() if o.result is not None], digests, imported)
 
     submissions: dict[str, Submission] = {}
     org_digests = {s.org: orgs_digest(sources, digests, s.org) for s in pending}
@@ -262,7 +261,8 @@ def _size(source: ItemSource) -> int:
     return sum(path.stat().st_size for path in source.result_files)
 
 
-def _keep_unchanged_logs(unchanged: list[ItemOutcome], round_: Round, digests: dict[int, str]) -> None:
+def _keep_unchanged_logs(unchanged: list[ItemOutcome], digests: dict[int, str],
+                         imported: dict[tuple[str, str, str], tuple[str, int]]) -> None:
     """Unchanged items are not verified again, but their logs are kept if they are not yet (results imported
     before Podium kept logs): importing the same tree again is how an operator gives them their files.
 
@@ -271,14 +271,12 @@ def _keep_unchanged_logs(unchanged: list[ItemOutcome], round_: Round, digests: d
     holders: dict[int, int] = {}  # id(outcome) -> pk of the result whose files the tree holds
     for outcome in unchanged:
         assert outcome.result is not None
-        if outcome.result.digest == digests[id(outcome.source)]:
+        source = outcome.source
+        digest, pk = imported.get((source.org, source.system, source.benchmark), ("", 0))
+        if outcome.result.digest == digests[id(source)]:
             holders[id(outcome)] = outcome.result.pk
-        else:
-            source = outcome.source
-            pk = selectors.imported_result_pk(round_, source.org, source.system, source.benchmark,
-                                              digests[id(source)])
-            if pk is not None:
-                holders[id(outcome)] = pk
+        elif digest == digests[id(source)]:
+            holders[id(outcome)] = pk
     logs: dict[int, list[tuple[str, str]]] = {}
     rows = Run.objects.filter(result__in=set(holders.values())).values_list("result_id", "file", "sha256")
     for result_id, file, sha256 in rows:

@@ -22,22 +22,15 @@ def current_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tup
     return {(o, s, b): d for o, s, b, d in rows if (o, s, b) in wanted}
 
 
-def imported_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
-    """Digest of the newest version of each entry that an import stored. Where a later upload (a
-    resubmission, a borrowing) holds the entry, the tree is unchanged if it still equals what was imported."""
+def imported_versions(round_: Round, keys: list[tuple[str, str, str]]
+                      ) -> dict[tuple[str, str, str], tuple[str, int]]:
+    """(digest, pk) of the newest version of each entry that an import stored. Where a later upload (a
+    resubmission, a borrowing) holds the entry, the tree is unchanged if it still equals what was imported,
+    and that version holds its files."""
     wanted = set(keys)
     rows = (Result.objects.filter(round=round_, submission__source=Submission.Source.IMPORT)
-            .order_by("pk").values_list("organization__name", "system_slug", "benchmark_key", "digest"))
-    return {(o, s, b): d for o, s, b, d in rows if (o, s, b) in wanted}
-
-
-def imported_result_pk(round_: Round, org_name: str, system_slug: str, benchmark_key: str,
-                       digest: str) -> int | None:
-    """The newest version of an entry that an import stored from files with this digest."""
-    return (Result.objects.filter(round=round_, submission__source=Submission.Source.IMPORT,
-                                  organization__name=org_name, system_slug=system_slug,
-                                  benchmark_key=benchmark_key, digest=digest)
-            .order_by("-pk").values_list("pk", flat=True).first())
+            .order_by("pk").values_list("organization__name", "system_slug", "benchmark_key", "digest", "pk"))
+    return {(o, s, b): (d, pk) for o, s, b, d, pk in rows if (o, s, b) in wanted}
 
 
 def current_result(round_: Round, org_name: str, system_slug: str, benchmark_key: str) -> Result | None:
