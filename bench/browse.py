@@ -52,7 +52,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -553,6 +553,16 @@ def datasette_command() -> list[str]:
     return [str(program)]
 
 
+def _affinity(field: Any) -> str:
+    """The SQLite type a Django field's values keep in the peer's copy (text for dates, JSON, decimals)."""
+    kind = field.get_internal_type()
+    if kind in {"AutoField", "BigAutoField", "IntegerField", "BigIntegerField", "SmallIntegerField",
+                "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField", "BooleanField",
+                "ForeignKey", "OneToOneField"}:
+        return "INTEGER"
+    return "REAL" if kind == "FloatField" else "TEXT"
+
+
 def export_sqlite(path: Path) -> int:
     """The same result rows (every Result column, plus the round and organization slugs the API shows) in
     SQLite, with an index for each plain index Result declares; `id` is the primary key."""
@@ -564,7 +574,10 @@ def export_sqlite(path: Path) -> int:
     columns = [f.column for f in fields]
     path.unlink(missing_ok=True)
     lite = sqlite3.connect(path)
-    declared = ", ".join(f'"{c}"' + (" INTEGER PRIMARY KEY" if c == "id" else "") for c in columns)
+    # Each column with its SQLite affinity: Datasette passes filter values as text (`is_current=1`), which
+    # matches an INTEGER column's 1 but never an untyped column's (the page came back empty, and fast).
+    declared = ", ".join(f'"{f.column}" ' + ("INTEGER PRIMARY KEY" if f.column == "id" else _affinity(f))
+                         for f in fields)
     lite.execute(f"CREATE TABLE results ({declared}, round_slug TEXT, organization_slug TEXT)")
     select = ", ".join(f'r."{c}"' for c in columns)
     marks = ", ".join("?" for _ in range(len(columns) + 2))
@@ -588,6 +601,32 @@ def export_sqlite(path: Path) -> int:
     lite.commit()
     lite.close()
     return rows
+
+
+def json_page(port: int, path: str, cookie: str) -> dict[str, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        connection.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        response = connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise SystemExit(f"{path} answered {response.status}: {body[:300]!r}")
+        return cast(dict[str, Any], json.loads(body))
+    finally:
+        connection.close()
+
+
+def same_page(podium_port: int, podium_path: str, cookie: str, peer_port: int, peer_path: str) -> None:
+    """Both servers answer the compared query with the same full page of rows, in the same order, or the
+    comparison is void (an earlier version timed Datasette on an empty page: its filter matched nothing)."""
+    ours, theirs = json_page(podium_port, podium_path, cookie), json_page(peer_port, peer_path, "")
+    our_ids = [row["id"] for row in ours["results"]]
+    their_ids = [row["id"] if isinstance(row, dict) else row[0] for row in theirs["rows"]]
+    if not our_ids or their_ids != our_ids:
+        raise SystemExit(f"Podium and Datasette do not answer the compared query alike: {len(our_ids)} rows "
+                         f"(first ids {our_ids[:5]}) against {len(their_ids)} ({their_ids[:5]})")
+    print(f"  compared page: the same {len(our_ids)} rows in both, in the same order (of {ours['count']:,} "
+          f"for Podium's viewer, {theirs.get('filtered_table_rows_count', '?'):,} in Datasette's copy)", flush=True)
 
 
 def datasette(tmp: Path, database: Path) -> Server:
@@ -713,6 +752,7 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
             exported = export_sqlite(sqlite_path)
             peer = datasette(tmp, sqlite_path)
             try:
+                same_page(p.server.port, api, p.made.cookie, peer.port, f"/bench/results.json?{DATASETTE_QUERY}")
                 # Back to back: Podium's uncached page and Datasette's for the same query on the same rows.
                 measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", 1.0, 1)
                 ours, theirs = measure_side_by_side(
