@@ -14,11 +14,13 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
+import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 from django.core.cache import cache as django_cache
+from django.core.paginator import InvalidPage
 from django.core.paginator import Paginator as DjangoPaginator
 from django.db.models import Count, F, Max, QuerySet
 from django.http import HttpResponse
@@ -31,6 +33,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import ISO_8601, serializers, status, viewsets
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -49,8 +52,10 @@ from ingest.visibility import (
     visible_runs,
     visible_systems,
 )
-from leaderboard import cache
+from leaderboard import api_sql, cache
 from leaderboard import filters as api_filters
+
+AnyResponse = TypeVar("AnyResponse", bound=HttpResponse)
 
 DERIVED = "Derived — not an official score. "
 # Query parameters that change which rows a page shows but not how many rows the list has.
@@ -99,12 +104,35 @@ class CountedOnce(DjangoPaginator):
 class CountCachedPages(Pages):
     """Pages whose count is cached per results generation, caller's visibility and query (docs/api.md)."""
 
-    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
+    def _count_once(self, view: Any) -> None:
         key = view.count_key() if view is not None and hasattr(view, "count_key") else None
         if key is not None:
             self.django_paginator_class = cast(type[DjangoPaginator],
                                                functools.partial(CountedOnce, count_key=key))
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
+        self._count_once(view)
         return super().paginate_queryset(queryset, request, view)
+
+    def page_slice(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> QuerySet[Any]:
+        """What paginate_queryset checks and keeps (the page number, self.page), but the page's slice of
+        `queryset` unread, for a caller that reads it its own way (api_sql)."""
+        self._count_once(view)
+        self.request = request
+        paginator = self.django_paginator_class(queryset, self.get_page_size(request) or self.page_size)
+        number = self.get_page_number(request, paginator)
+        try:
+            self.page = paginator.page(number)
+        except InvalidPage as exc:
+            raise NotFound(self.invalid_page_message.format(page_number=number, message=str(exc))) from exc
+        return cast(QuerySet[Any], self.page.object_list)
+
+    def envelope(self, results_json: str) -> bytes:
+        """get_paginated_response's body as JSONRenderer writes it, around rows already written as JSON."""
+        assert self.page is not None  # set by page_slice
+        head = json.dumps({"count": self.page.paginator.count, "next": self.get_next_link(),
+                           "previous": self.get_previous_link()}, ensure_ascii=False, separators=(",", ":"))
+        return f'{head[:-1]},"results":{results_json}}}'.encode()
 
 
 class ReadApi(viewsets.ReadOnlyModelViewSet):
@@ -162,7 +190,7 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
         # Weak comparison, as RFC 9110 asks for If-None-Match: a proxy may have weakened the tag.
         return any(tag.removeprefix("W/") == etag for tag in parse_etags(header))
 
-    def _cache_headers(self, response: Response, etag: str) -> Response:
+    def _cache_headers(self, response: AnyResponse, etag: str) -> AnyResponse:
         response["ETag"] = etag
         response["Cache-Control"] = "private, no-cache" if self.request.user.is_authenticated else "no-cache"
         patch_vary_headers(response, ("Accept", "Authorization", "Cookie"))
@@ -175,7 +203,7 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
             response["Last-Modified"] = http_date(max(stamps).timestamp())
         return self._cache_headers(response, etag)
 
-    def _shared(self, etag: str, produce: Any) -> Response:
+    def _shared(self, etag: str, produce: Callable[[], HttpResponse]) -> HttpResponse:
         """Anonymous answers depend only on published data and the URL, which the ETag captures:
         keep the serialized body under it, so a busy list is serialized once per generation."""
         if self.request.user.is_authenticated or self.request.accepted_renderer.format != "json":
@@ -184,8 +212,11 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
         stored = django_cache.get(key)
         if stored is None:
             response = produce()
-            body = self.request.accepted_renderer.render(response.data, "application/json",
-                                                         {"request": self.request, "response": response})
+            if isinstance(response, Response):
+                body = self.request.accepted_renderer.render(response.data, "application/json",
+                                                             {"request": self.request, "response": response})
+            else:  # written as JSON already (api_sql)
+                body = response.content
             stored = (body, response.get("Last-Modified"))
             django_cache.set(key, stored, 3600)
         # Already rendered: hand the bytes out as they are (DRF would render the data again).
@@ -198,13 +229,13 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
         etag = self.etag()
         if self._matches(etag):
             return self._cache_headers(Response(status=status.HTTP_304_NOT_MODIFIED), etag)
+        # DRF's stubs type list() as a Response; a plain HttpResponse (already rendered) is finalized alike.
+        return cast(Response, self._shared(etag, lambda: self.list_page(etag)))
 
-        def produce() -> Response:
-            page = self.paginate_queryset(self.narrow(self.filter_queryset(self.get_queryset())))
-            assert page is not None  # pagination_class is always set
-            return self._answer(self.list_rows(page), etag, page, paginated=True)
-
-        return self._shared(etag, produce)
+    def list_page(self, etag: str) -> HttpResponse:
+        page = self.paginate_queryset(self.narrow(self.filter_queryset(self.get_queryset())))
+        assert page is not None  # pagination_class is always set
+        return self._answer(self.list_rows(page), etag, page, paginated=True)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         etag = self.etag()
@@ -217,7 +248,7 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
             instance = self.get_object()
             return self._answer(self.get_serializer(instance).data, etag, [instance], paginated=False)
 
-        return self._shared(etag, produce)
+        return cast(Response, self._shared(etag, produce))
 
 
 # --- rounds and benchmarks ----------------------------------------------------------------------------
@@ -573,6 +604,28 @@ class ResultRows:
                               | {"id", "system_id", "verdict", "score", "withdrawn_at", "created_at",
                                  "round__publication_date"})
 
+    @cached_property
+    def sql_fields(self) -> list[api_sql.Field]:
+        """The same plan for api_sql, which writes the rows in PostgreSQL."""
+        links = {"url": "api:result-detail", "web_url": "leaderboard:result", "system_url": "api:system-detail"}
+        fields = []
+        for name, column, convert in self.plan:
+            if name in links:
+                before, after = _around_id(links[name])
+                fields.append(api_sql.Field(name, "link", "system_id" if name == "system_url" else "id", before, after))
+            elif name in ("runs_url", "findings_url"):
+                listing = reverse("api:run-list" if name == "runs_url" else "api:finding-list")
+                fields.append(api_sql.Field(name, "query_link", "id", f"{listing}?result="))
+            elif convert is self.official:
+                fields.append(api_sql.Field(name, "official"))
+            elif convert is None:
+                fields.append(api_sql.Field(name, "column", column))
+            elif convert is _iso_datetime:
+                fields.append(api_sql.Field(name, "iso", column))
+            else:
+                raise ValueError(f"{name}: no SQL form for {convert!r}")
+        return fields
+
     @staticmethod
     def official(row: dict[str, Any]) -> bool:
         return row["verdict"] == Result.Verdict.VERIFIED and row["score"] is not None and row["withdrawn_at"] is None
@@ -645,6 +698,19 @@ class ResultApi(ReadApi):
 
     def list_rows(self, page: list[Any]) -> Any:
         return self.shape.rows(self.request, page)
+
+    def list_page(self, etag: str) -> HttpResponse:
+        queryset = self.narrow(self.filter_queryset(self.get_queryset()))
+        if self.request.accepted_renderer.format != "json" or not api_sql.usable(queryset):
+            return super().list_page(etag)
+        pages = cast(CountCachedPages, self.paginator)
+        base = self.request.build_absolute_uri("/")[:-1]
+        rows, since = api_sql.page_json(pages.page_slice(queryset, self.request, self), self.shape.sql_fields,
+                                        base, timezone.now())
+        response = HttpResponse(pages.envelope(rows), content_type="application/json")
+        if since is not None:
+            response["Last-Modified"] = http_date(since.timestamp())
+        return self._cache_headers(response, etag)
 
     def last_modified(self, obj: Result | dict[str, Any]) -> datetime.datetime | None:
         if isinstance(obj, dict):  # a row of the list (narrow)

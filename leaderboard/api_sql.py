@@ -1,0 +1,110 @@
+"""A page of the results list written as JSON by PostgreSQL, in the shape the Python path writes.
+
+Why: on a signed-in (uncached) page, turning 100 rows of ~55 columns into Python values, then into
+dicts, then into JSON text cost about a quarter of the request (bench/profile_api.py). PostgreSQL
+writes the same rows as JSON text in about the time it takes to send the columns, so the page is one
+string per row, joined.
+
+The shape comes from leaderboard.api.ResultRows (field names, their order, the links, the ISO dates,
+`official`); a test holds both paths' output equal on PostgreSQL. Numbers come out as PostgreSQL
+writes them (shortest exact form: 100 where Python writes 100.0), which every JSON reader reads as
+the same value. Other databases, other time zones and other renderers take the Python path.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
+from django.db.models import QuerySet
+from django.utils import timezone
+
+Kind = Literal["column", "iso", "official", "link", "query_link"]
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # the key in the output
+    kind: Kind
+    column: str = ""  # the values() column it reads ("column", "iso"; the id for links)
+    before: str = ""  # a link's text before the id, after the site's base ("link", "query_link")
+    after: str = ""  # a link's text after the id ("link")
+
+
+def _quoted(name: str) -> str:
+    if '"' in name or "\x00" in name:  # names come from the serializer, never from a request
+        raise ValueError(f"unexpected character in column name {name!r}")
+    return f'"{name}"'
+
+
+def _iso(column: str) -> str:
+    """What rest_framework's DateTimeField writes in UTC: seconds, microseconds only when not zero, 'Z'."""
+    value = f"r.{_quoted(column)}"
+    utc = f"({value} AT TIME ZONE 'UTC')"
+    return (
+        f"CASE WHEN {value} IS NULL THEN NULL ELSE to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || "
+        f"CASE WHEN date_part('microseconds', {utc})::integer %% 1000000 <> 0 "
+        f"THEN to_char({utc}, '.US') ELSE '' END || 'Z' END"
+    )
+
+
+def _select(fields: Sequence[Field], base: str) -> tuple[list[str], list[str]]:
+    """The output's expressions over the page's rows (alias r), and the parameters they take, in order."""
+    parts: list[str] = []
+    params: list[str] = []
+    for field in fields:
+        alias = _quoted(field.name)
+        if field.kind == "column":
+            parts.append(f"r.{_quoted(field.column)} AS {alias}")
+        elif field.kind == "iso":
+            parts.append(f"{_iso(field.column)} AS {alias}")
+        elif field.kind == "official":
+            parts.append(
+                f'(r."verdict" = \'verified\' AND r."score" IS NOT NULL AND r."withdrawn_at" IS NULL) AS {alias}'
+            )
+        elif field.kind == "link":
+            parts.append(f"%s || r.{_quoted(field.column)} || %s AS {alias}")
+            params += [base + field.before, field.after]
+        else:  # query_link
+            parts.append(f"%s || r.{_quoted(field.column)} AS {alias}")
+            params.append(base + field.before)
+    return parts, params
+
+
+def usable(queryset: QuerySet[Any]) -> bool:
+    """PostgreSQL, and dates to be written in UTC (the only zone the SQL writes)."""
+    return connections[queryset.db].vendor == "postgresql" and timezone.get_current_timezone_name() == "UTC"
+
+
+def page_json(
+    page: QuerySet[Any], fields: Sequence[Field], base: str, now: datetime.datetime
+) -> tuple[str, datetime.datetime | None]:
+    """The page's rows (a sliced values() queryset holding every column `fields` read, and `created_at`
+    and `round__publication_date`) as a JSON array, and the latest time a row became what the caller
+    sees (for Last-Modified; None for an empty page)."""
+    try:
+        inner, inner_params = page.query.sql_with_params()
+    except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
+        return "[]", None
+    parts, params = _select(fields, base)
+    # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes
+    # at most 50 pairs); the outer select keeps the inner query's row order, which it only projects.
+    since = (
+        'CASE WHEN r."round__publication_date" IS NOT NULL AND r."created_at" < r."round__publication_date" '
+        'AND r."round__publication_date" <= %s THEN r."round__publication_date" ELSE r."created_at" END'
+    )
+    sql = (
+        f"SELECT row_to_json((SELECT o FROM (SELECT {', '.join(parts)}) o))::text, max({since}) OVER () "
+        f"FROM ({inner}) r"
+    )
+    with connections[page.db].cursor() as cursor:
+        cursor.execute(sql, [*params, now, *inner_params])
+        rows = cursor.fetchall()
+    # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
+    text = "[" + ",".join(row[0] for row in rows) + "]"
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text, (rows[0][1] if rows else None)

@@ -1,0 +1,137 @@
+"""On PostgreSQL the results list's JSON page is written by the database (leaderboard.api_sql): it must
+read as the same JSON the Python path writes, key for key, for the values that differ most in text
+(dates with and without microseconds, whole and extreme floats, characters JSON or JavaScript escape,
+nulls, a withdrawn result), with the same headers, errors and empty pages."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from rest_framework.test import APIClient
+
+from ingest.models import Result
+from leaderboard import api_sql
+from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, SystemFactory
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the database writes the page on PostgreSQL only"),
+]
+
+LIST = "/api/v1/results/?page_size=3&ordering=score"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    cache.clear()  # the anonymous body and the count are kept per generation: each request builds its page
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def rows() -> list[Result]:
+    published = RoundFactory(slug="pub-json", publication_date=datetime.datetime(2026, 6, 1, 12, tzinfo=datetime.UTC))
+    resnet = BenchmarkFactory(round=published, key="resnet")
+    odd = SystemFactory(round=published, slug="odd", name='Odd "quoted" \\ name\u2028é 🚀\ttab\x01')
+    made = [
+        ResultFactory(
+            system=odd,
+            benchmark=resnet,
+            score=100.0,
+            raw_score=1e-07,
+            energy_j=1.2345678901234567e20,
+            runs_cv=None,
+            price_per_hour=0.1,
+        ),
+        ResultFactory(
+            system=SystemFactory(round=published, slug="plain"),
+            benchmark=resnet,
+            score=None,
+            raw_score=None,
+            verdict=Result.Verdict.NONCOMPLIANT,
+            no_score_reason="3 of 5 required runs",
+        ),
+        ResultFactory(system=SystemFactory(round=published, slug="gone"), benchmark=resnet, score=2.5),
+    ]
+    Result.objects.filter(pk=made[0].pk).update(
+        created_at=datetime.datetime(2026, 5, 1, 8, 0, 0, 123456, tzinfo=datetime.UTC)
+    )
+    Result.objects.filter(pk=made[1].pk).update(created_at=datetime.datetime(2026, 5, 2, 9, 30, tzinfo=datetime.UTC))
+    Result.objects.filter(pk=made[2].pk).update(
+        withdrawn_at=datetime.datetime(2026, 7, 1, 0, 0, 0, 5, tzinfo=datetime.UTC)
+    )
+    return made
+
+
+def _both(path: str) -> tuple[Any, Any]:
+    """(the database's answer, the Python path's) to the same anonymous request."""
+    with mock.patch.object(api_sql, "page_json", wraps=api_sql.page_json) as spy:
+        written = APIClient().get(path)
+    assert spy.called, "the list did not take the database's path"
+    cache.clear()
+    with mock.patch.object(api_sql, "usable", return_value=False):
+        python = APIClient().get(path)
+    return written, python
+
+
+def test_the_database_writes_the_page_the_python_path_writes(rows: list[Result]) -> None:
+    written, python = _both(LIST)
+    assert written.status_code == python.status_code == 200
+    ours, theirs = json.loads(written.content), json.loads(python.content)
+    assert ours == theirs and [list(row) for row in ours["results"]] == [list(row) for row in theirs["results"]]
+    assert list(ours) == ["count", "next", "previous", "results"] and ours["count"] == 3
+    by_id = {row["id"]: row for row in ours["results"]}
+    first, plain, gone = (by_id[r.pk] for r in rows)
+    assert first["created_at"] == "2026-05-01T08:00:00.123456Z" and plain["created_at"] == "2026-05-02T09:30:00Z"
+    assert gone["withdrawn_at"] == "2026-07-01T00:00:00.000005Z" and first["withdrawn_at"] is None
+    assert first["energy_j"] == 1.2345678901234567e20 and first["raw_score"] == 1e-07
+    assert (first["official"], plain["official"], gone["official"]) == (True, False, False)
+    assert first["system_name"] == 'Odd "quoted" \\ name\u2028é 🚀\ttab\x01'
+    # Valid JSON but not valid JavaScript unescaped: written escaped, as DRF's renderer does.
+    assert "\u2028" not in written.content.decode() and "\\u2028" in written.content.decode()
+    assert written["Last-Modified"] == python["Last-Modified"]
+    assert written["Content-Type"] == python["Content-Type"] == "application/json"
+
+
+def test_pages_links_and_errors_match(rows: list[Result]) -> None:
+    for path in (
+        "/api/v1/results/?page_size=2&ordering=-score",
+        "/api/v1/results/?page_size=2&page=2",
+        "/api/v1/results/?page_size=2&page=last",
+        "/api/v1/results/?round=no-such-round",
+    ):
+        written, python = _both(path)
+        assert written.status_code == python.status_code == 200, path
+        assert json.loads(written.content) == json.loads(python.content), path
+    beyond = "/api/v1/results/?page_size=2&page=9"
+    with mock.patch.object(api_sql, "page_json", wraps=api_sql.page_json):
+        written = APIClient().get(beyond)
+    cache.clear()
+    with mock.patch.object(api_sql, "usable", return_value=False):
+        python = APIClient().get(beyond)
+    assert written.status_code == python.status_code == 404
+    assert written.json() == python.json()
+
+
+def test_an_empty_list_is_an_empty_page_without_last_modified(rows: list[Result]) -> None:
+    written, python = _both("/api/v1/results/?round=no-such-round")
+    assert (
+        json.loads(written.content)
+        == json.loads(python.content)
+        == {"count": 0, "next": None, "previous": None, "results": []}
+    )
+    assert "Last-Modified" not in written and "Last-Modified" not in python
+
+
+def test_other_renderers_take_the_python_path(rows: list[Result]) -> None:
+    with mock.patch.object(api_sql, "page_json", wraps=api_sql.page_json) as spy:
+        response = APIClient().get(LIST, HTTP_ACCEPT="text/html")
+    assert response.status_code == 200 and not spy.called
+    assert b"Odd" in response.content
