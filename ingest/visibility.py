@@ -24,11 +24,13 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.viewer import Viewer, Visitor, viewer_of
 from catalog.models import Round, RoundQuerySet
+from core.cache import elsewhere, generation
 from ingest.models import Finding, Result, ResultQuerySet, Run, Submission, System
 
 SUBMITTED_STATES = ("verified", "noncompliant", "superseded")
@@ -41,9 +43,10 @@ _HOLD_RULES: dict[str, HoldRule] = {}
 
 def register_hold(name: str, rule: HoldRule) -> None:
     """Called from an AppConfig.ready(); registering the same name again replaces the rule."""
-    global _held_built
+    global _held_built, _held_snapshot
     _HOLD_RULES[name] = rule
     _held_built = None
+    _held_snapshot = None
 
 
 # --- the rule itself (private: callers use the selectors) --------------------------------------------
@@ -124,6 +127,44 @@ def _held() -> QuerySet | None:
     return _held_built
 
 
+# The held results as a list of ids, kept per process and results generation (every service that raises
+# or decides a flag, or stores a result, bumps it): while nothing is held, the public rule is only the
+# publication date. The subquery cost a signed-in results page about 4 ms to build, compile and plan
+# (bench/profile_api.py), though it almost always matches nothing. Beyond this many ids the subquery
+# is the cheaper form again.
+HELD_LIST_MAX = 500
+
+
+@dataclass(frozen=True)
+class _HeldSnapshot:
+    version: tuple[int, str]  # (results generation, other processes' bumps)
+    ids: tuple[int, ...] | None  # None: more than HELD_LIST_MAX, use the subquery
+
+
+_held_snapshot: _HeldSnapshot | None = None
+
+
+def _held_now() -> QuerySet | tuple[int, ...] | None:
+    """What the rules hold right now: None (no rule), the held ids, or the rules' subquery."""
+    global _held_snapshot
+    held = _held()
+    if held is None:
+        return None
+    if connection.in_atomic_block:
+        # Inside a transaction the rule reads the rows as they are, uncommitted flags included, and
+        # keeps nothing: a list taken there could outlive a rollback.
+        return held
+    # The version is read before the rows: a flag committed in between moves the generation, so a
+    # list taken without it is never kept under the newer number.
+    version = (generation(), elsewhere())
+    snapshot = _held_snapshot
+    if snapshot is None or snapshot.version != version:
+        ids = list(held.values_list("pk", flat=True)[:HELD_LIST_MAX + 1])
+        snapshot = _HeldSnapshot(version, tuple(sorted(ids)) if len(ids) <= HELD_LIST_MAX else None)
+        _held_snapshot = snapshot
+    return held if snapshot.ids is None else snapshot.ids
+
+
 def _granted(grant: _Grant, public: Q, prefix: str = "") -> Q:
     if grant.everything:
         return Q()
@@ -138,8 +179,8 @@ def _granted(grant: _Grant, public: Q, prefix: str = "") -> Q:
 def _result_q(grant: _Grant, now: datetime.datetime, *, prefix: str = "", result: str = "pk") -> Q:
     """Results (reached through `prefix`, the result itself at `result`) the grant may see."""
     public = Q(**{f"{prefix}round__publication_date__lte": now})
-    held = _held()
-    if held is not None:
+    held = _held_now()
+    if held is not None and held != ():  # no rule, or nothing held: no condition at all
         public &= ~Q(**{f"{result}__in": held})
     return _granted(grant, public, prefix)
 
@@ -149,8 +190,8 @@ def _container_q(grant: _Grant, now: datetime.datetime, *, link: str, prefix: st
     `outer` the field it matches) the grant may see. Public: published, and not existing only through
     held results (some held, none other)."""
     public = Q(**{f"{prefix}round__publication_date__lte": now})
-    held = _held()
-    if held is not None:
+    held = _held_now()
+    if held is not None and held != ():  # (a QuerySet's truth would run it)
         theirs = Result.objects.filter(**{link: OuterRef(outer)})
         public &= ~(Q(Exists(theirs.filter(pk__in=held))) & ~Q(Exists(theirs.exclude(pk__in=held))))
     return _granted(grant, public, prefix)

@@ -134,3 +134,53 @@ def test_the_fingerprint_follows_what_the_rule_grants() -> None:
     membership_add(user=user, organization=OrganizationFactory(), role=Membership.Role.SUBMITTER)
     forget_viewer(user)
     assert visibility.viewer_fingerprint(user) != before
+
+
+# --- the held ids kept per results generation (outside a transaction only) ------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_the_held_list_follows_the_generation_and_never_keeps_what_a_rollback_undid() -> None:
+    from django.db import transaction
+
+    from core.cache import bump_generation
+
+    round_ = RoundFactory(publication_date=timezone.now() - datetime.timedelta(days=1))
+    result = ResultFactory(system=SystemFactory(round=round_), benchmark=BenchmarkFactory(round=round_))
+    raiser = get_user_model().objects.create_user("raiser")
+    anyone = AnonymousUser()
+
+    def public() -> bool:
+        return visibility.visible_results(anyone).filter(pk=result.pk).exists()
+
+    assert public() and visibility._held_now() == ()  # nothing held: no condition at all
+    # A flag written in a transaction that rolls back: read live inside it, kept nowhere.
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Flag.objects.create(round=round_, result=result, raised_by=raiser, rule="rcp", description="x")
+        assert not public()
+        raise RuntimeError("roll back")
+    assert public()
+    # A committed flag counts once the generation moves, as every service that writes one moves it.
+    flag = Flag.objects.create(round=round_, result=result, raised_by=raiser, rule="rcp", description="x")
+    bump_generation()
+    assert not public() and visibility._held_now() == (result.pk,)
+    assert not visibility.visible_systems(anyone).filter(pk=result.system_id).exists()
+    Flag.objects.filter(pk=flag.pk).update(state=Flag.State.RESOLVED, outcome=Flag.Outcome.REJECTED)
+    bump_generation()
+    assert public() and visibility.visible_systems(anyone).filter(pk=result.system_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beyond_the_list_limit_the_rule_stays_a_subquery(monkeypatch) -> None:
+    from core.cache import bump_generation
+
+    round_ = RoundFactory(publication_date=timezone.now() - datetime.timedelta(days=1))
+    bench = BenchmarkFactory(round=round_)
+    raiser = get_user_model().objects.create_user("raiser")
+    held = [ResultFactory(system=SystemFactory(round=round_), benchmark=bench) for _ in range(3)]
+    kept = ResultFactory(system=SystemFactory(round=round_), benchmark=bench)
+    for result in held:
+        Flag.objects.create(round=round_, result=result, raised_by=raiser, rule="rcp", description="x")
+    monkeypatch.setattr(visibility, "HELD_LIST_MAX", 2)
+    bump_generation()
+    assert not isinstance(visibility._held_now(), tuple)
+    assert set(visibility.visible_results(AnonymousUser()).values_list("pk", flat=True)) == {kept.pk}
