@@ -61,6 +61,9 @@ def main() -> None:
     parser.add_argument("--path", default=f"/api/v1/results/?{API_QUERY}",
                         help="another page to measure the same way (e.g. the newest round's table, /rounds/bench-r09/)")
     parser.add_argument("--sql-width", type=int, default=150, help="characters of each query to print")
+    parser.add_argument("--changed", action="store_true",
+                        help="each request the first after a change of the data (the results generation moved "
+                             "before it, untimed), as bench/browse.py's 'changed' mode")
     args = parser.parse_args()
     PATH = args.path
     database = bench_database(args.database_url)
@@ -110,6 +113,10 @@ def main() -> None:
                 assert response.status_code == 200, response.status_code
             if PATH.startswith("/api/"):
                 assert response.json()["results"], "no rows: the filter matched nothing"
+            from core.cache import bump_generation
+
+            before = bump_generation if args.changed else (lambda: None)
+            before()
             with CaptureQueriesContext(connection) as captured:
                 client.get(PATH)
             print(f"{len(captured.captured_queries)} SQL queries per request:")
@@ -117,6 +124,7 @@ def main() -> None:
                 print(f"  {query['time']}s  {query['sql'][:args.sql_width]}")
             timings, cpu = [], []
             for _ in range(args.requests):
+                before()
                 started, started_cpu = time.perf_counter(), time.process_time()
                 client.get(PATH)
                 cpu.append((time.process_time() - started_cpu) * 1000)
@@ -135,6 +143,9 @@ def main() -> None:
                 profiler = cProfile.Profile()
                 profiler.enable()
                 for _ in range(args.requests):
+                    profiler.disable()
+                    before()
+                    profiler.enable()
                     client.get(PATH)
                 profiler.disable()
                 if os.environ.get("PROFILE_DUMP"):

@@ -197,7 +197,10 @@ class Result(models.Model):
         FAILED = "failed", "Failed"
 
     submission = models.ForeignKey(Submission, on_delete=models.PROTECT, related_name="results")
-    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="results")
+    # No index of its own: the indexes below that start with the round serve every lookup by round, and
+    # with a narrow one beside them PostgreSQL preferred it to the round table's covering index
+    # (result_table_rows) and read the heap: 44 -> 18 ms for a 20,000-result round's filter choices.
+    round = models.ForeignKey(Round, on_delete=models.PROTECT, related_name="results", db_index=False)
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="results")
     system = models.ForeignKey(System, on_delete=models.PROTECT, related_name="results")
     benchmark = models.ForeignKey(Benchmark, on_delete=models.PROTECT, related_name="results", null=True,
@@ -286,9 +289,12 @@ class Result(models.Model):
             # The exports, in their order: read straight from the index, no sort.
             models.Index(fields=["round", "division", "benchmark_key", "score", "submitter", "system_slug", "id"],
                          condition=_TABLE, name="result_export_order"),
-            # API filters: a benchmark ordered by score, one system, a submitter by name.
+            # API filters: a benchmark ordered by score, one system, a submitter by name. The benchmark's
+            # index carries the division and what the embargo reads (round, organization), so counting a
+            # benchmark's results, as the API's first page after a change does, reads the index alone
+            # on PostgreSQL (36 -> 16 ms for 18,680 of 200,000 results, bench/browse.py's data).
             models.Index(fields=["benchmark_key", "score", "id"], condition=Q(is_current=True),
-                         name="result_api_bench_score"),
+                         include=["division", "round", "organization"], name="result_api_bench_score"),
             models.Index(fields=["system_slug"], name="result_system_slug"),
             models.Index(Upper("submitter"), name="result_submitter_upper"),
         ]
