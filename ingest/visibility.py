@@ -24,7 +24,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
@@ -159,7 +159,12 @@ def _held_now() -> QuerySet | tuple[int, ...] | None:
     version = (generation(), elsewhere())
     snapshot = _held_snapshot
     if snapshot is None or snapshot.version != version:
-        ids = list(held.values_list("pk", flat=True)[:HELD_LIST_MAX + 1])
+        try:
+            ids = list(held.values_list("pk", flat=True)[:HELD_LIST_MAX + 1])
+        except DatabaseError:
+            # No table yet (a system check builds the API's querysets before `migrate`): the
+            # subquery, lazy as every queryset, is read only if the caller reads the rows.
+            return held
         snapshot = _HeldSnapshot(version, tuple(sorted(ids)) if len(ids) <= HELD_LIST_MAX else None)
         _held_snapshot = snapshot
     return held if snapshot.ids is None else snapshot.ids
