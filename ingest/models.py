@@ -166,9 +166,14 @@ class ResultQuerySet(models.QuerySet["Result"]):
     def published(self, now: datetime.datetime | None = None) -> ResultQuerySet:
         return self.filter(round__publication_date__lte=now or timezone.now())
 
+    @staticmethod
+    def official_q() -> Q:
+        """Result.is_official as a condition: verified, scored, not withdrawn."""
+        return Q(score__isnull=False, verdict=Result.Verdict.VERIFIED, withdrawn_at__isnull=True)
+
     def ranked(self) -> ResultQuerySet:
-        """Results with an official score: verified, scored, not withdrawn (see Result.is_official)."""
-        return self.filter(score__isnull=False, verdict=Result.Verdict.VERIFIED, withdrawn_at__isnull=True)
+        """Results with an official score (see Result.is_official)."""
+        return self.filter(self.official_q())
 
 
 class Result(models.Model):

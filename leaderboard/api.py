@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 from django.core.cache import cache as django_cache
 from django.core.paginator import InvalidPage
 from django.core.paginator import Paginator as DjangoPaginator
-from django.db.models import Count, F, Max, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -198,10 +198,14 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
 
     def _answer(self, data: Any, etag: str, objects: Iterable[Any], paginated: bool) -> Response:
         response = self.get_paginated_response(data) if paginated else Response(data)
+        return self._cache_headers(self._stamped(response, objects), etag)
+
+    def _stamped(self, response: AnyResponse, objects: Iterable[Any]) -> AnyResponse:
+        """Last-Modified: the latest time one of `objects` became what the caller sees."""
         stamps = [stamp for stamp in map(self.last_modified, objects) if stamp is not None]
         if stamps:
             response["Last-Modified"] = http_date(max(stamps).timestamp())
-        return self._cache_headers(response, etag)
+        return response
 
     def _shared(self, etag: str, produce: Callable[[], HttpResponse]) -> HttpResponse:
         """Anonymous answers depend only on published data and the URL, which the ETag captures:
@@ -617,7 +621,7 @@ class ResultRows:
                 listing = reverse("api:run-list" if name == "runs_url" else "api:finding-list")
                 fields.append(api_sql.Field(name, "query_link", "id", f"{listing}?result="))
             elif convert is self.official:
-                fields.append(api_sql.Field(name, "official"))
+                fields.append(api_sql.Field(name, "column", "official"))  # annotated by ResultApi.list_page
             elif convert is None:
                 fields.append(api_sql.Field(name, "column", column))
             elif convert is _iso_datetime:
@@ -700,17 +704,17 @@ class ResultApi(ReadApi):
         return self.shape.rows(self.request, page)
 
     def list_page(self, etag: str) -> HttpResponse:
-        queryset = self.narrow(self.filter_queryset(self.get_queryset()))
+        queryset = self.filter_queryset(self.get_queryset())
         if self.request.accepted_renderer.format != "json" or not api_sql.usable(queryset):
             return super().list_page(etag)
+        # `official` as the database computes it, from the one condition ranked() filters on.
+        queryset = queryset.annotate(official=ExpressionWrapper(ResultQuerySet.official_q(),
+                                                                output_field=BooleanField()))
         pages = cast(CountCachedPages, self.paginator)
-        base = self.request.build_absolute_uri("/")[:-1]
-        rows, since = api_sql.page_json(pages.page_slice(queryset, self.request, self), self.shape.sql_fields,
-                                        base, timezone.now())
+        page = pages.page_slice(queryset.values(*self.shape.columns, "official"), self.request, self)
+        rows, stamps = api_sql.page_json(page, self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1])
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
-        if since is not None:
-            response["Last-Modified"] = http_date(since.timestamp())
-        return self._cache_headers(response, etag)
+        return self._cache_headers(self._stamped(response, stamps), etag)
 
     def last_modified(self, obj: Result | dict[str, Any]) -> datetime.datetime | None:
         if isinstance(obj, dict):  # a row of the list (narrow)

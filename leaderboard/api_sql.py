@@ -5,15 +5,14 @@ dicts, then into JSON text cost about a quarter of the request (bench/profile_ap
 writes the same rows as JSON text in about the time it takes to send the columns, so the page is one
 string per row, joined.
 
-The shape comes from leaderboard.api.ResultRows (field names, their order, the links, the ISO dates,
-`official`); a test holds both paths' output equal on PostgreSQL. Numbers come out as PostgreSQL
+The shape comes from leaderboard.api.ResultRows (field names, their order, the links, the ISO dates);
+a test holds both paths' output equal on PostgreSQL. Numbers come out as PostgreSQL
 writes them (shortest exact form: 100 where Python writes 100.0), which every JSON reader reads as
 the same value. Other databases, other time zones and other renderers take the Python path.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,7 +22,7 @@ from django.db import connections
 from django.db.models import QuerySet
 from django.utils import timezone
 
-Kind = Literal["column", "iso", "official", "link", "query_link"]
+Kind = Literal["column", "iso", "link", "query_link"]
 
 
 @dataclass(frozen=True)
@@ -62,10 +61,6 @@ def _select(fields: Sequence[Field], base: str) -> tuple[list[str], list[str]]:
             parts.append(f"r.{_quoted(field.column)} AS {alias}")
         elif field.kind == "iso":
             parts.append(f"{_iso(field.column)} AS {alias}")
-        elif field.kind == "official":
-            parts.append(
-                f'(r."verdict" = \'verified\' AND r."score" IS NOT NULL AND r."withdrawn_at" IS NULL) AS {alias}'
-            )
         elif field.kind == "link":
             parts.append(f"%s || r.{_quoted(field.column)} || %s AS {alias}")
             params += [base + field.before, field.after]
@@ -80,31 +75,25 @@ def usable(queryset: QuerySet[Any]) -> bool:
     return connections[queryset.db].vendor == "postgresql" and timezone.get_current_timezone_name() == "UTC"
 
 
-def page_json(
-    page: QuerySet[Any], fields: Sequence[Field], base: str, now: datetime.datetime
-) -> tuple[str, datetime.datetime | None]:
+def page_json(page: QuerySet[Any], fields: Sequence[Field], base: str) -> tuple[str, list[dict[str, Any]]]:
     """The page's rows (a sliced values() queryset holding every column `fields` read, and `created_at`
-    and `round__publication_date`) as a JSON array, and the latest time a row became what the caller
-    sees (for Last-Modified; None for an empty page)."""
+    and `round__publication_date`) as a JSON array, and those two dates of each row (for Last-Modified,
+    which the view computes as for every other list)."""
     try:
         inner, inner_params = page.query.sql_with_params()
     except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
-        return "[]", None
+        return "[]", []
     parts, params = _select(fields, base)
     # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes
     # at most 50 pairs); the outer select keeps the inner query's row order, which it only projects.
-    since = (
-        'CASE WHEN r."round__publication_date" IS NOT NULL AND r."created_at" < r."round__publication_date" '
-        'AND r."round__publication_date" <= %s THEN r."round__publication_date" ELSE r."created_at" END'
-    )
     sql = (
-        f"SELECT row_to_json((SELECT o FROM (SELECT {', '.join(parts)}) o))::text, max({since}) OVER () "
-        f"FROM ({inner}) r"
+        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text, r."created_at", '
+        f'r."round__publication_date" FROM ({inner}) r'
     )
     with connections[page.db].cursor() as cursor:
-        cursor.execute(sql, [*params, now, *inner_params])
+        cursor.execute(sql, [*params, *inner_params])
         rows = cursor.fetchall()
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
     text = "[" + ",".join(row[0] for row in rows) + "]"
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return text, (rows[0][1] if rows else None)
+    return text, [{"created_at": created, "round__publication_date": published} for _, created, published in rows]
