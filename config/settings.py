@@ -211,6 +211,10 @@ PODIUM_VERIFY_MAX_ATTEMPTS = env_int("PODIUM_VERIFY_MAX_ATTEMPTS", 5, minimum=1)
 # A verifying worker renews its lease every third of this; a lease that lapses means the worker died,
 # and the sweeper (every 30 s) hands the submission to another: recovery within lease + 30 s.
 PODIUM_VERIFY_LEASE = timedelta(seconds=env_int("PODIUM_VERIFY_LEASE", 60, minimum=3))
+# GET /api/v1/submissions/<id>/?wait=S waits in the server for the state to move (ingest.waiting): at most
+# this long per request, and at most this many requests per web process at once (each holds a thread).
+PODIUM_STATUS_WAIT_MAX_S = env_int("PODIUM_STATUS_WAIT_MAX_S", 20, minimum=0)
+PODIUM_STATUS_WAITERS = env_int("PODIUM_STATUS_WAITERS", 2, minimum=0)
 if PODIUM_VERIFY_DEADLINE.total_seconds() <= PODIUM_VERIFY_TIME_LIMIT:
     raise ImproperlyConfiguredEnv("PODIUM_VERIFY_DEADLINE must exceed PODIUM_VERIFY_TIME_LIMIT")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
 from accounts.viewer import signed_in
-from ingest import selectors
+from ingest import selectors, waiting
 from ingest.models import Submission
 from ingest.services.submissions import UploadOutcome
 from ingest.services.uploads import UploadRequest, upload_receive
@@ -143,7 +143,26 @@ class SubmissionListCreateApi(APIView):
 class SubmissionDetailApi(APIView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
 
-    @extend_schema(operation_id="submissions_status", responses={200: SubmissionStatusOutput})
+    @extend_schema(
+        operation_id="submissions_status", responses={200: SubmissionStatusOutput},
+        parameters=[OpenApiParameter(
+            "wait", float, required=False,
+            description="Seconds to wait in the server for the state to move before answering (at most "
+                        "PODIUM_STATUS_WAIT_MAX_S, default 20); the answer then carries `Podium-Waited: true`. "
+                        "Without that header the server answered at once: poll again later.")],
+    )
     def get(self, request: Request, pk: int) -> Response:
-        submission = get_object_or_404(selectors.submissions_visible_to(request.user), pk=pk)
-        return Response(selectors.submission_status(submission, request))
+        visible = selectors.submissions_visible_to(request.user)
+        submission = get_object_or_404(visible, pk=pk)
+        seconds = waiting.requested(request.query_params.get("wait"))
+        waited = False
+        if seconds > 0 and not submission.is_final:
+            with waiting.slot(request.META) as granted:
+                if granted:
+                    waited = True
+                    if waiting.until_moved(visible, submission, seconds):
+                        submission = get_object_or_404(visible, pk=pk)
+        response = Response(selectors.submission_status(submission, request))
+        if waited:
+            response[waiting.HEADER] = "true"
+        return response

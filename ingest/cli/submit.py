@@ -4,7 +4,8 @@ HTTP contract (server side: the submissions API):
 - `POST {server}/api/v1/submissions/`, multipart fields `round` and `bundle`, `Authorization: Token ...`:
   201 new, 200 the same bytes were already uploaded (`{"id", "state", "url", "status_url"}`); 400 a refused
   bundle (`{"detail"}` or `{"errors": {field: [..]}}`); 401/403 token; 429 with Retry-After; 5xx.
-- `GET {status_url}`: `{"id", "state", "queue_position", "elapsed_seconds", "results", "findings", "error"}`.
+- `GET {status_url}?wait=S`: `{"id", "state", "queue_position", "elapsed_seconds", "results", "findings", "error"}`,
+  once the state moved or S seconds passed (header `Podium-Waited: true`), or at once without that header.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ FINAL_STATES = {"verified": EXIT_OK, "noncompliant": EXIT_NONCOMPLIANT, "error":
 # A replaced or withdrawn submission never reaches a verdict again: waiting for one could only time out.
 ENDED_STATES = ("superseded", "withdrawn")
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0
+# Asked of the server per status request (?wait): it answers as soon as the state moves, or after this.
+SERVER_WAIT_S = 10
+WAITED_HEADER = "Podium-Waited"
 RETRY_FIRST_S, RETRY_MAX_S = 1.0, 30.0
 SOCKET_TIMEOUT_S = 60.0
 
@@ -180,27 +184,40 @@ def _accepted(reply: Reply) -> dict[str, Any]:
     raise CliError(f"the server answered {reply.status}: {_refusal(reply)}")
 
 
-def _status(client: Client, url: str) -> dict[str, Any]:
+def _status(client: Client, url: str, wait_s: float) -> tuple[dict[str, Any], bool]:
+    """The status, asking the server to wait up to `wait_s` for the state to move; and whether it did
+    (a server that does not, or has no thread to spare, answers at once without the header)."""
+    if wait_s > 0:
+        url = f"{url}{'&' if urlsplit(url).query else '?'}wait={wait_s:g}"
     reply = client.request("GET", url)
     if reply.status != 200:
         raise CliError(f"asking for the submission's status, the server answered {reply.status}: {_refusal(reply)}")
     document = _json(reply)
     if not isinstance(document, dict) or "state" not in document:
         raise CliError(f"the status answer has no state: {document!r}")
-    return document
+    return document, wait_s > 0 and reply.headers.get(WAITED_HEADER, "").lower() == "true"
 
 
 def _wait(client: Client, url: str, on_change: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bool]:
-    """Poll until the state is final; returns the last status and whether the timeout ran out first."""
+    """Follow the status until the state is final; returns the last status and whether the timeout ran out
+    first. The server waits for the state to move (?wait), so the verdict arrives when it is stored; where
+    it answered at once, the client polls with a growing interval instead."""
     interval = POLL_FIRST_S
     seen: tuple[Any, Any] | None = None
     while True:
-        status = _status(client, url)
+        # The socket's timeout is what is left of the deadline: ask for a second less.
+        wait_s = float(min(SERVER_WAIT_S, int(client.deadline - client.clock.now() - 1)))
+        status, waited = _status(client, url, max(wait_s, 0.0))
         if (status["state"], status.get("queue_position")) != seen:
             seen = (status["state"], status.get("queue_position"))
             on_change(status)
         if status["state"] in FINAL_STATES or status["state"] in ENDED_STATES:
             return status, False
+        if waited:
+            interval = POLL_FIRST_S
+            if client.clock.now() >= client.deadline:
+                return status, True
+            continue
         if client.clock.now() + interval > client.deadline:
             return status, True
         client.clock.sleep(interval)

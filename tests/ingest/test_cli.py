@@ -365,7 +365,8 @@ def test_submit_uploads_a_packed_folder_and_waits_for_the_verdict(capsys, podium
     assert (filename, kind, bundle[:2]) == ("bundle.tar.gz", "application/gzip", b"\x1f\x8b")
     with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:
         assert "Kestrel_Ridge/systems/kr1_cluster4.json" in tar.getnames()
-    assert [(r.method, r.path) for r in polls] == [("GET", "/api/v1/submissions/7/")] * 3
+    # Each status request asks the server to wait for a change; this one answers at once (no header).
+    assert [(r.method, r.path) for r in polls] == [("GET", "/api/v1/submissions/7/?wait=10")] * 3
     assert all(r.headers["Authorization"] == f"Token {TOKEN}" for r in polls)
     assert clock.sleeps == [0.5, 1.0]
     assert "submission 7: received, position 2 in the queue" in ran.err
@@ -500,7 +501,7 @@ def test_submit_polls_the_status_url_the_way_it_reached_the_server(capsys, podiu
     ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN))
 
     assert ran.code == 0, ran.err
-    assert podium.requests[1].path == "/api/v1/submissions/7/"
+    assert podium.requests[1].path == "/api/v1/submissions/7/?wait=10"
 
 
 @pytest.mark.parametrize(("state", "code"), [("verified", 0), ("noncompliant", 1), ("error", 3)])
@@ -523,6 +524,44 @@ def test_submit_already_uploaded_bytes_follow_the_existing_submission(capsys, po
 
     assert ran.code == 0
     assert "submission 7: already uploaded, verified" in ran.err
+
+
+def test_submit_lets_a_server_that_waits_do_the_waiting(capsys, podium, clock, broken_org) -> None:
+    waited = {"Podium-Waited": "true"}
+    podium.script = [podium.accepted(), Answer(200, status("received", 1).body, waited),
+                     Answer(200, status("verifying").body, waited), Answer(200, status("verified").body, waited)]
+
+    ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN, "--timeout", "6.5"))
+
+    assert ran.code == 0, ran.err
+    assert clock.sleeps == []  # the server answered each time the state moved: nothing to sleep on
+    # It asks for at most what is left of its timeout, less a second for the answer to arrive.
+    assert [r.path for r in podium.requests[1:]] == ["/api/v1/submissions/7/?wait=5"] * 3
+    assert "submission 7: verifying" in ran.err
+
+
+def test_submit_stops_at_its_timeout_though_the_server_waits(capsys, podium, clock, broken_org) -> None:
+    podium.script = [podium.accepted()]
+    podium.otherwise = Answer(200, status("verifying").body, {"Podium-Waited": "true"})
+    clock_requests = []
+
+    def advance(self, *args, **kwargs):  # each waited answer takes what the client asked for
+        url = args[1]
+        clock_requests.append(url)
+        clock.t += float(url.rsplit("wait=", 1)[1]) if "wait=" in url else 0.0
+        return real(self, *args, **kwargs)
+
+    real = submit.Client.request
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(submit.Client, "request", advance)
+        ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN, "--timeout", "25"))
+
+    assert ran.code == 2
+    asked = [url.rsplit("?", 1)[1] if "?" in url else "" for url in clock_requests[1:]]
+    # Under a second left, it asks for no wait and polls as it would a server that does not wait.
+    assert asked == ["wait=10", "wait=10", "wait=4", "", ""]
+    assert clock.sleeps == [0.5]
+    assert "gave up waiting after 25 s: submission 7 is still verifying" in ran.err
 
 
 def test_submit_times_out_polling_with_the_poll_interval_capped(capsys, podium, clock, broken_org) -> None:

@@ -1,0 +1,176 @@
+"""GET /api/v1/submissions/<id>/?wait=S: the server waits for the state to move (ingest.waiting)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ingest import waiting
+from ingest.models import Submission
+from tests.ingest.test_uploads import acme_bundle, api, upload  # noqa: F401  (acme_bundle: a fixture)
+from tests.people import token_for
+
+pytestmark = pytest.mark.django_db
+
+THREADED = {"wsgi.multithread": True}
+
+
+class FakeTime:
+    """The waiting loop's clock and sleep: no real wait. `on_sleep` runs at each sleep (the worker)."""
+
+    def __init__(self, on_sleep=lambda n: None) -> None:
+        self.t = 100.0
+        self.sleeps: list[float] = []
+        self.on_sleep = on_sleep
+
+    def clock(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+        self.on_sleep(len(self.sleeps))
+
+
+@pytest.fixture
+def fake_time(monkeypatch):
+    fake = FakeTime()
+    monkeypatch.setattr(waiting, "_clock", fake.clock)
+    monkeypatch.setattr(waiting, "_sleep", fake.sleep)
+    return fake
+
+
+def queued_upload(people, request) -> int:
+    # Without running the on-commit callbacks the upload stays "received" until the test moves it.
+    return upload(api(people.alice), request.getfixturevalue("acme_bundle")).json()["id"]
+
+
+@pytest.fixture
+def queued(people, round_open, request) -> int:
+    return queued_upload(people, request)
+
+
+def _status(user, pk: int, query: str = "", **extra):
+    return api(user).get(f"/api/v1/submissions/{pk}/{query}", **extra)
+
+
+def test_the_answer_leaves_as_soon_as_the_state_moves(people, queued, fake_time) -> None:
+    def worker(sleeps: int) -> None:
+        if sleeps == 3:  # the worker claims it while the request waits
+            Submission.objects.filter(pk=queued).update(state=Submission.State.VERIFYING)
+    fake_time.on_sleep = worker
+
+    response = _status(people.alice, queued, "?wait=10", **THREADED)
+
+    assert response.status_code == 200
+    assert response.json()["state"] == "verifying"
+    assert response[waiting.HEADER] == "true"
+    # It looked again every CHECK_S and answered at the first look after the change.
+    assert fake_time.sleeps == [waiting.CHECK_S] * 3
+
+
+def test_a_wait_that_sees_no_change_answers_the_same_state_after_its_time(people, queued, fake_time) -> None:
+    response = _status(people.alice, queued, "?wait=0.5", **THREADED)
+
+    assert response.json()["state"] == "received"
+    assert response[waiting.HEADER] == "true"
+    assert sum(fake_time.sleeps) == pytest.approx(0.5)
+    assert max(fake_time.sleeps) <= waiting.CHECK_S
+
+
+def test_wait_is_capped_by_the_setting(people, queued, fake_time, settings) -> None:
+    settings.PODIUM_STATUS_WAIT_MAX_S = 1
+    _status(people.alice, queued, "?wait=100000", **THREADED)
+
+    assert sum(fake_time.sleeps) == pytest.approx(1.0)
+
+
+def test_a_final_submission_answers_at_once(people, queued, fake_time) -> None:
+    Submission.objects.filter(pk=queued).update(state=Submission.State.VERIFIED)
+
+    response = _status(people.alice, queued, "?wait=10", **THREADED)
+
+    assert response.json()["state"] == "verified"
+    assert waiting.HEADER not in response
+    assert fake_time.sleeps == []
+
+
+def test_no_wait_without_a_free_slot_or_in_a_single_threaded_server(people, queued, fake_time, settings) -> None:
+    # A sync worker that waited would serve nobody else: it answers at once, as without ?wait.
+    single = _status(people.alice, queued, "?wait=10", **{"wsgi.multithread": False})
+    settings.PODIUM_STATUS_WAITERS = 0
+    busy = _status(people.alice, queued, "?wait=10", **THREADED)
+
+    for response in (single, busy):
+        assert response.status_code == 200 and response.json()["state"] == "received"
+        assert waiting.HEADER not in response
+    assert fake_time.sleeps == []
+
+
+def test_the_slots_are_per_process_and_given_back(settings) -> None:
+    settings.PODIUM_STATUS_WAITERS = 1
+    with waiting.slot(THREADED) as first, waiting.slot(THREADED) as second:
+        assert (first, second) == (True, False)
+    with waiting.slot(THREADED) as again:
+        assert again is True
+    with pytest.raises(RuntimeError), waiting.slot(THREADED):
+        raise RuntimeError("the request failed while waiting")
+    with waiting.slot(THREADED) as after_failure:
+        assert after_failure is True
+
+
+@pytest.mark.parametrize("value", ["soon", "nan", "inf", "-1", "1e400", "0x10", "10s"])
+def test_a_wait_that_is_not_a_finite_number_of_seconds_is_refused(people, queued, fake_time, value) -> None:
+    response = _status(people.alice, queued, f"?wait={value}", **THREADED)
+
+    assert response.status_code == 400
+    assert "wait must be" in response.json()["detail"]
+    assert fake_time.sleeps == []
+
+
+def test_others_cannot_wait_on_a_submission_they_may_not_see(people, queued, fake_time) -> None:
+    response = _status(people.dave, queued, "?wait=10", **THREADED)
+
+    assert response.status_code == 404
+    assert fake_time.sleeps == []
+
+
+def test_a_submission_that_leaves_the_callers_sight_ends_the_wait_with_a_404(people, queued, fake_time) -> None:
+    fake_time.on_sleep = lambda sleeps: Submission.objects.filter(pk=queued).delete()
+
+    response = _status(people.alice, queued, "?wait=10", **THREADED)
+
+    assert response.status_code == 404
+    assert len(fake_time.sleeps) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_waiting_request_sees_what_another_connection_commits(live_server, people, round_open, request) -> None:
+    # The live server runs in a thread of this process, with its own database connection: the change is
+    # committed here, while its request waits there (its slot taken), and must reach it.
+    import threading
+    import time
+    import urllib.request
+
+    pk = queued_upload(people, request)  # verified at once here (tasks run on commit): put it back in line
+    Submission.objects.filter(pk=pk).update(state=Submission.State.RECEIVED)
+    token = token_for(people.alice, "read")
+    answer: dict = {}
+
+    def ask() -> None:
+        req = urllib.request.Request(f"{live_server.url}/api/v1/submissions/{pk}/?wait=20",
+                                     headers={"Authorization": f"Token {token}", "Accept": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as response:
+            answer.update(body=json.loads(response.read()), waited=response.headers.get(waiting.HEADER))
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    deadline = time.monotonic() + 30
+    while waiting._waiting == 0 and asking.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.005)  # until the request holds its slot (a condition, not a guess at a duration)
+    Submission.objects.filter(pk=pk).update(state=Submission.State.VERIFYING)
+    asking.join(60)
+
+    assert answer["body"]["state"] == "verifying"
+    assert answer["waited"] == "true"
