@@ -258,6 +258,38 @@ class _Session:
         self._end(kill=True)
 
 
+class Ahead:
+    """One call started now in a forked child of its own, beside the thread's session, and read later as if
+    it had run then: `result(allowed)` judges it against an allowance counted from its start, as
+    `run_bounded` would have (past it: timed out, and the child is killed). Its child never serves another
+    call; `cancel()` ends it without waiting, and `result` ends it too."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> None:
+        if not hasattr(os, "fork"):
+            raise RuntimeError("a call ahead needs fork")
+        self._session = _Session()
+        self._started = time.monotonic()
+        self._session._start((fn, args, budget_s))
+
+    def result(self, allowed: float) -> Bounded:
+        deadline = self._started + allowed
+        answer, why = self._session._answer(deadline)
+        if answer is None:
+            return self._session._lost(why, time.monotonic() - self._started)
+        self.cancel()
+        kind, value, cache, ended_at = answer
+        _RULE_CACHE.merge(cache)
+        elapsed = max(ended_at - self._started, 0.0)
+        if ended_at > deadline:
+            return Bounded(timed_out=True, elapsed_s=elapsed)
+        if kind != "ok":
+            return Bounded(crash=value, elapsed_s=elapsed)
+        return Bounded(value=value, elapsed_s=elapsed)
+
+    def cancel(self) -> None:
+        self._session.let_go()
+
+
 class Pipeline:
     """Calls of one function sent to the session's child as they come, answered in order.
 
@@ -880,12 +912,16 @@ def preload_rules() -> int:
 
 
 def check_rcp(directory: Path, ruleset: str, *, budget_s: float | None = None,
-              reference: Path | None = None) -> RcpOutcome:
+              reference: Path | None = None, ahead: Ahead | None = None) -> RcpOutcome:
     """`reference`: a JSON file of reference points to judge against instead of the ruleset's own (the
-    round's points as they stood when it was judged, see engine/history.py)."""
+    round's points as they stood when it was judged, see engine/history.py). `ahead`: the same check,
+    started earlier by `rcp_ahead` with the same arguments, whose answer is taken instead of running it."""
     preload()  # here, not in each child: scipy takes about a second to import, once per process
     budget = _budget(budget_s)
-    bounded = run_bounded(_check_rcp_here, directory, ruleset, reference, budget_s=budget)
+    if ahead is not None:
+        bounded = ahead.result(budget)
+    else:
+        bounded = run_bounded(_check_rcp_here, directory, ruleset, reference, budget_s=budget)
     if bounded.timed_out:
         return RcpOutcome(passed=None, message="", norm_factor=None, crash=_timeout_text(budget), timed_out=True,
                           elapsed_s=bounded.elapsed_s)
@@ -895,6 +931,13 @@ def check_rcp(directory: Path, ruleset: str, *, budget_s: float | None = None,
     outcome: RcpOutcome = bounded.value
     outcome.elapsed_s = bounded.elapsed_s
     return outcome
+
+
+def rcp_ahead(directory: Path, ruleset: str, *, budget_s: float, reference: Path | None = None) -> Ahead:
+    """Start the RCP check of `directory` now, in a child of its own, to be read later by
+    `check_rcp(..., ahead=)`; `budget_s` is the most any later allowance can be."""
+    preload()
+    return Ahead(_check_rcp_here, (directory, ruleset, reference), _budget(budget_s))
 
 
 def _check_rcp_here(directory: Path, ruleset: str, reference: Path | None) -> RcpOutcome:

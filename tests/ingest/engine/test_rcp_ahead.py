@@ -1,0 +1,136 @@
+"""An upload's RCP check runs beside its compliance checks (verify._RcpAhead) and judges exactly as it
+would have in its turn; whatever could make the two differ sends it back to its turn."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlperf_logging.compliance_checker import mlp_compliance
+
+from ingest.engine import tool, verify
+from ingest.engine.tree import items_of
+from ingest.engine.verify import IMPORT, ItemReport, verify_item
+
+RULESET = "4.0.0"
+BERT = ("Larkspur_Compute", "atlas_lx4_n1", "bert")  # closed, 10 runs, converges faster than the RCP mean
+
+
+@pytest.fixture
+def ahead_calls(monkeypatch) -> dict[str, list[Any]]:
+    """Counts what happened to checks started ahead: started, answered, ended unused."""
+    seen: dict[str, list[Any]] = {"started": [], "answered": [], "cancelled": []}
+    start, result, cancel = tool.rcp_ahead, tool.Ahead.result, tool.Ahead.cancel
+
+    def counted_start(*args: Any, **kwargs: Any) -> tool.Ahead:
+        seen["started"].append(args)
+        return start(*args, **kwargs)
+
+    def counted_result(self: tool.Ahead, allowed: float) -> tool.Bounded:
+        seen["answered"].append(allowed)
+        return result(self, allowed)
+
+    def counted_cancel(self: tool.Ahead) -> None:
+        seen["cancelled"].append(self)
+        cancel(self)
+
+    monkeypatch.setattr(tool, "rcp_ahead", counted_start)
+    monkeypatch.setattr(tool.Ahead, "result", counted_result)
+    monkeypatch.setattr(tool.Ahead, "cancel", counted_cancel)
+    return seen
+
+
+def _item(make_tree):
+    (source,) = items_of(make_tree(BERT) / BERT[0])
+    return source
+
+
+def _judged(report: ItemReport) -> tuple[Any, ...]:
+    findings = [(f.severity, f.checker, f.rule, f.file, f.line, f.message) for f in report.findings]
+    runs = [(r.compliant, r.counted, r.dropped, [(f.rule, f.message) for f in r.findings]) for r in report.runs]
+    return (report.rcp_status, report.rcp_message, report.rcp_norm_factor, report.scaling_factor,
+            report.raw_score, report.score, report.verdict, findings, runs)
+
+
+def test_the_check_started_ahead_judges_as_the_check_in_its_turn(make_tree, ahead_calls, monkeypatch) -> None:
+    source = _item(make_tree)
+    ahead = verify_item(source, RULESET)
+    assert len(ahead_calls["started"]) == 1 and len(ahead_calls["answered"]) == 1
+    assert ahead.rcp_status == "pass" and ahead.score is not None
+
+    monkeypatch.setattr(verify._RcpAhead, "MAX_BYTES", 0)  # too large to start ahead: checked in its turn
+    in_turn = verify_item(source, RULESET)
+    assert len(ahead_calls["started"]) == 1
+
+    assert _judged(ahead) == _judged(in_turn)
+
+
+def test_an_import_checks_rcp_in_its_turn(make_tree, ahead_calls) -> None:
+    report = verify_item(_item(make_tree), RULESET, mode=IMPORT)
+    assert ahead_calls["started"] == []
+    assert report.rcp_status == "pass"
+
+
+_REAL_CHECK_FILE = mlp_compliance.ComplianceChecker.check_file
+
+
+def _stuck_on_the_second_log(self: object, filename: str, config_file: str) -> Any:
+    if Path(filename).name == "result_0001.txt":
+        time.sleep(600)
+    return _REAL_CHECK_FILE(self, filename, config_file)
+
+
+def test_a_log_dropped_after_a_timeout_sends_the_check_back_to_its_turn(make_tree, ahead_calls,
+                                                                         monkeypatch) -> None:
+    # The forked checker inherits the patch: the second log never ends, whatever the machine's speed.
+    monkeypatch.setattr(mlp_compliance.ComplianceChecker, "check_file", _stuck_on_the_second_log)
+    source = _item(make_tree)
+    report = verify_item(source, RULESET, checker_budget_s=2.0)
+
+    assert len(ahead_calls["started"]) == 1 and ahead_calls["answered"] == []
+    assert ahead_calls["cancelled"]  # it read the dropped log: ended, not used
+    timeouts = [f for f in report.findings if f.rule == "checker_timeout"]
+    assert [f.file.rsplit("/", 1)[-1] for f in timeouts] == ["result_1.txt"]
+
+    monkeypatch.setattr(verify._RcpAhead, "MAX_BYTES", 0)
+    in_turn = verify_item(source, RULESET, checker_budget_s=2.0)
+    # The same verdicts; only the wording of the timeout's budget could differ, and it does not.
+    assert _judged(report)[:7] == _judged(in_turn)[:7]
+    assert report.rcp_status == in_turn.rcp_status != "tool_error"
+
+
+def test_a_check_ahead_past_its_allowance_is_stopped_as_in_its_turn(tmp_path: Path) -> None:
+    running = tool.Ahead(time.sleep, (600,), 30.0)
+    started = time.monotonic()
+    bounded = running.result(0.2)
+    assert bounded.timed_out and bounded.value is None
+    assert time.monotonic() - started < 30  # killed at its allowance, not left to run its 600 s
+
+
+def test_a_check_ahead_answers_and_crashes_like_a_bounded_call() -> None:
+    assert tool.Ahead(sum, ([1, 2, 3],), 30.0).result(30.0).value == 6
+    crashed = tool.Ahead(int, ("not a number",), 30.0).result(30.0)
+    assert crashed.crash is not None and "ValueError" in crashed.crash
+
+
+def test_a_spent_budget_ends_the_check_ahead_unread(make_tree, ahead_calls, monkeypatch) -> None:
+    # The RCP check's turn finds the item's budget spent (earlier calls used it up).
+    real_next_call, real_run_rcp = verify._Budget.next_call, verify._run_rcp
+    turn = {"rcp": False}
+
+    def spent_at_rcp(self: verify._Budget) -> float | None:
+        return None if turn["rcp"] else real_next_call(self)
+
+    def run_rcp(*args: Any) -> Any:
+        turn["rcp"] = True
+        return real_run_rcp(*args)
+
+    monkeypatch.setattr(verify._Budget, "next_call", spent_at_rcp)
+    monkeypatch.setattr(verify, "_run_rcp", run_rcp)
+    report = verify_item(_item(make_tree), RULESET)
+
+    assert len(ahead_calls["started"]) == 1 and ahead_calls["answered"] == []
+    assert ahead_calls["cancelled"]
+    assert report.rcp_status == "tool_error" and "budget was spent" in report.rcp_message
