@@ -31,6 +31,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--dump", default=None, help="write the raw profile here")
+    parser.add_argument("--ab-rcp-ahead", action="store_true",
+                        help="no profiler: alternate tasks with the RCP check started ahead (uploads' default) and "
+                             "in its turn, and print the median of each (the load falls on both alike)")
     parser.add_argument("--spans", action="store_true",
                         help="no profiler: the wall time of each step of the task instead (median over the tasks "
                              "after the first)")
@@ -70,14 +73,20 @@ def main() -> None:
     spans = _timed_steps(submissions) if args.spans else None
     times = []
     per_step: dict[str, list[float]] = {}
+    from ingest.engine import verify
+
+    ahead_bytes = verify._RcpAhead.MAX_BYTES
+    by_mode: dict[str, list[float]] = {"RCP check ahead": [], "RCP check in its turn": []}
     for i, data in enumerate(made):
+        if args.ab_rcp_ahead:
+            verify._RcpAhead.MAX_BYTES = ahead_bytes if i % 2 else 0
         archive = tmp / f"b{i}.tar.gz"
         archive.write_bytes(data)
         outcome = submissions.submission_upload(
             actor=user, organization=org, round=round_, archive=archive, original_name="bundle.tar.gz"
         )
         start = time.perf_counter()
-        profiled = bool(i) and spans is None
+        profiled = bool(i) and spans is None and not args.ab_rcp_ahead
         if spans is not None:
             spans.clear()
         if profiled:
@@ -90,7 +99,13 @@ def main() -> None:
                 per_step.setdefault(name, []).append(seconds)
         times.append(time.perf_counter() - start)
         assert state == "verified", state
+        if args.ab_rcp_ahead and i:
+            by_mode["RCP check ahead" if i % 2 else "RCP check in its turn"].append(times[-1])
     print("task wall times (s): " + " ".join(f"{t:.3f}" for t in times) + f"; load {os.getloadavg()[0]:.2f}")
+    if args.ab_rcp_ahead:
+        for mode, values in by_mode.items():
+            print(f"  {mode:<24} median {statistics.median(values) * 1000:7.1f} ms over {len(values)} tasks")
+        return
     if spans is not None:
         print(f"median of each step over tasks 2..{len(times)} (ms; steps nest as listed):")
         for name, values in per_step.items():
