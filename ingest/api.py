@@ -153,15 +153,8 @@ class SubmissionDetailApi(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         visible = selectors.submissions_visible_to(request.user)
-        submission = get_object_or_404(visible, pk=pk)
-        seconds = waiting.requested(request.query_params.get("wait"))
-        waited = False
-        if seconds > 0 and not submission.is_final:
-            with waiting.slot(request.META) as granted:
-                if granted:
-                    waited = True
-                    if waiting.until_moved(visible, submission, seconds):
-                        submission = get_object_or_404(visible, pk=pk)
+        submission, waited = waiting.follow(visible, get_object_or_404(visible, pk=pk),
+                                            request.query_params.get("wait"), request.META)
         response = Response(selectors.submission_status(submission, request))
         if waited:
             response[waiting.HEADER] = "true"

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -17,7 +18,7 @@ from catalog.models import Round
 from core import ratelimit
 from core.errors import Refusal
 from core.views import shows_refusals
-from ingest import selectors, storage
+from ingest import selectors, storage, waiting
 from ingest.bundles import BundleRejected, read_member
 from ingest.forms import UploadForm
 from ingest.models import Submission
@@ -90,10 +91,12 @@ def submission_list(request: HttpRequest) -> HttpResponse:
                   {"submissions": submissions, "organizations": organizations_of(request.user)})
 
 
+def _visible_submissions(request: HttpRequest) -> QuerySet[Submission]:
+    return selectors.submissions_visible_to(request.user).select_related("round", "organization", "uploaded_by")
+
+
 def _visible_submission(request: HttpRequest, pk: int) -> Submission:
-    return get_object_or_404(
-        selectors.submissions_visible_to(request.user).select_related("round", "organization", "uploaded_by"), pk=pk
-    )
+    return get_object_or_404(_visible_submissions(request), pk=pk)
 
 
 def _status_context(request: HttpRequest, submission: Submission) -> dict:
@@ -117,16 +120,28 @@ def _status_context(request: HttpRequest, submission: Submission) -> dict:
     }
 
 
+# How long one request of the status page's live part may wait in the server for the state to move.
+PAGE_WAIT_S = 10
+
+
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _visible_submission(request, pk)
-    return render(request, "ingest/submission.html", _status_context(request, submission))
+    # The page asks for its live part at once: the server waits there for the state to move.
+    return render(request, "ingest/submission.html",
+                  {**_status_context(request, submission), "follow_now": True, "page_wait_s": PAGE_WAIT_S})
 
 
 @require_GET
+@shows_refusals
 def submission_status_fragment(request: HttpRequest, pk: int) -> HttpResponse:
-    """The live part of the status page, polled (htmx) until the state is final."""
-    submission = _visible_submission(request, pk)
-    return render(request, "ingest/_submission_status.html", _status_context(request, submission))
+    """The live part of the status page, followed (htmx) until the state is final. Each request waits in
+    the server for the state to move (ingest.waiting) and the part it returns asks again at once; where the
+    server answered without waiting (no thread to spare), a second later, as the page always polled."""
+    visible = _visible_submissions(request)
+    submission, waited = waiting.follow(visible, get_object_or_404(visible, pk=pk), request.GET.get("wait"),
+                                        request.META)
+    return render(request, "ingest/_submission_status.html",
+                  {**_status_context(request, submission), "follow_now": waited, "page_wait_s": PAGE_WAIT_S})
 
 
 @require_GET

@@ -13,7 +13,8 @@ A waiting request holds a thread of the web server, so it waits only:
 - with a free slot: at most PODIUM_STATUS_WAITERS requests per process wait at once, however many a
   client opens, so waits never take every thread.
 Without a slot the answer comes at once, exactly as without `?wait`, and without the `Podium-Waited`
-header, which tells a client that the server did wait (docs/api.md).
+header, which tells a client that the server did wait (docs/api.md). The submission's web page follows
+its state the same way (ingest.views.submission_status_fragment).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 
-from core.errors import BadRequest
+from core.errors import BadRequest, NotFound
 from ingest.models import Submission
 
 # How often a waiting request looks at the row. A verdict is noticed within this long of its commit; each
@@ -93,3 +94,22 @@ def until_moved(submissions: QuerySet[Submission], submission: Submission, secon
         if left <= 0:
             return False
         sleep(min(CHECK_S, left))
+
+
+def follow(submissions: QuerySet[Submission], submission: Submission, wait: str | None,
+           meta: dict[str, Any]) -> tuple[Submission, bool]:
+    """The submission once its state moved, as the `wait` parameter asks (see `requested`), read again
+    from `submissions`; and whether the server waited (False: a final state, no wait asked, no slot).
+    NotFound when it left `submissions` (what the caller may see) meanwhile."""
+    seconds = requested(wait)
+    if seconds <= 0 or submission.is_final:
+        return submission, False
+    with slot(meta) as granted:
+        if not granted:
+            return submission, False
+        if until_moved(submissions, submission, seconds):
+            try:
+                submission = submissions.get(pk=submission.pk)
+            except Submission.DoesNotExist:
+                raise NotFound("No such submission.") from None
+    return submission, True

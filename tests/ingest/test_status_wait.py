@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from django.test import Client
 
 from ingest import waiting
 from ingest.models import Submission
@@ -174,3 +176,48 @@ def test_a_waiting_request_sees_what_another_connection_commits(live_server, peo
 
     assert answer["body"]["state"] == "verifying"
     assert answer["waited"] == "true"
+
+
+# --- the status page follows the same way ---------------------------------------------------------------
+
+def _page_client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _trigger(html: str) -> str | None:
+    found = re.search(r'<div id="status"[^>]*hx-trigger="([^"]*)"', html)
+    return found.group(1) if found else None
+
+
+def test_the_status_page_asks_for_its_live_part_at_once_and_the_server_waits(people, queued, fake_time) -> None:
+    page = _page_client(people.alice).get(f"/submissions/{queued}/").content.decode()
+    assert f'hx-get="/submissions/{queued}/status/?wait=10"' in page
+    assert _trigger(page) == "load, every 15s"
+
+    fake_time.on_sleep = lambda sleeps: Submission.objects.filter(pk=queued).update(
+        state=Submission.State.VERIFYING)
+    part = _page_client(people.alice).get(f"/submissions/{queued}/status/?wait=10", **THREADED)
+    html = part.content.decode()
+    assert part.status_code == 200 and 'data-state="verifying"' in html
+    assert _trigger(html) == "load, every 15s"  # the server waited: the next request may go at once
+    assert len(fake_time.sleeps) == 1
+
+
+def test_without_a_wait_the_status_page_asks_again_a_second_later(people, queued, fake_time) -> None:
+    part = _page_client(people.alice).get(f"/submissions/{queued}/status/?wait=10", **{"wsgi.multithread": False})
+    html = part.content.decode()
+    assert 'data-state="received"' in html
+    assert _trigger(html) == "load delay:1s, every 15s"
+    assert fake_time.sleeps == []
+
+
+def test_a_final_status_page_asks_for_nothing_and_a_bad_wait_is_refused(people, queued, fake_time) -> None:
+    client = _page_client(people.alice)
+    assert client.get(f"/submissions/{queued}/status/?wait=soon", **THREADED).status_code == 400
+    Submission.objects.filter(pk=queued).update(state=Submission.State.VERIFIED)
+    html = client.get(f"/submissions/{queued}/status/?wait=10", **THREADED).content.decode()
+    assert "hx-get" not in html.split("<p", 1)[0] and _trigger(html) is None
+    assert _page_client(people.dave).get(f"/submissions/{queued}/status/?wait=10", **THREADED).status_code == 404
+    assert fake_time.sleeps == []
