@@ -8,14 +8,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import CharField, Value
+from django.db.models import CharField, QuerySet, Value
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
 from accounts.models import Membership
 from catalog.models import Round
+from core import compiled
 from core.errors import Forbidden
 
 # Whoever is behind a request: a signed-in user or an anonymous visitor.
@@ -69,14 +71,9 @@ def viewer_of(user: Visitor | Viewer) -> Viewer:
 def _compute(user: Visitor) -> Viewer:
     if not isinstance(user, User) or not user.is_authenticated:
         return ANONYMOUS
-    # Memberships and chaired rounds in one round trip (every signed-in request pays it): chaired rounds come
-    # as (round id, _CHAIR), a value no membership role takes.
-    chaired = Round.chairs.through.objects.filter(user_id=user.pk).order_by().values_list(
-        "round_id", Value(_CHAIR, output_field=CharField()))
     roles: dict[int, set[str]] = {}
     chaired_round_ids: set[int] = set()
-    for pk, role in Membership.objects.filter(user=user).order_by().values_list("organization_id", "role").union(
-            chaired, all=True):
+    for pk, role in compiled.rows("accounts.viewer.memberships", _memberships, {compiled.USER: user.pk}):
         if role == _CHAIR:
             chaired_round_ids.add(pk)
         else:
@@ -88,6 +85,15 @@ def _compute(user: Visitor) -> Viewer:
         roles={org: frozenset(held) for org, held in roles.items()},
         chaired_round_ids=frozenset(chaired_round_ids),
     )
+
+
+def _memberships() -> QuerySet[Any]:
+    """Memberships and chaired rounds in one round trip (every signed-in request pays it): chaired rounds come
+    as (round id, _CHAIR), a value no membership role takes. Built once per process (core.compiled)."""
+    chaired = Round.chairs.through.objects.filter(user_id=compiled.USER).order_by().values_list(
+        "round_id", Value(_CHAIR, output_field=CharField()))
+    return Membership.objects.filter(user_id=compiled.USER).order_by().values_list(
+        "organization_id", "role").union(chaired, all=True)
 
 
 class ViewerMiddleware:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import DatabaseError, connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -30,6 +31,7 @@ from django.utils import timezone
 
 from accounts.viewer import Viewer, Visitor, viewer_of
 from catalog.models import Round, RoundQuerySet
+from core import compiled
 from core.cache import elsewhere, generation
 from ingest.models import Finding, Result, ResultQuerySet, Run, Submission, System
 
@@ -67,17 +69,33 @@ def _grant(user: Visitor | Viewer, now: datetime.datetime) -> _Grant:
     if viewer.is_staff:
         return _Grant(everything=True)
     orgs = viewer.organization_ids()
-    # "Submitting" means a submission that got through verification, not any upload attempt: an
-    # organization whose only upload was refused by the checks does not get to review the others.
-    submitted = Round.objects.in_review(now).filter(
-        submissions__organization__in=orgs, submissions__state__in=SUBMITTED_STATES)
     # Chairs keep seeing their rounds after publication: a result held back by an undecided flag is
     # hidden from the public, and only a chair can decide it.
     chaired = Round.objects.filter(pk__in=viewer.chaired_round_ids, submission_deadline__lte=now)
-    rounds = set(submitted.values_list("id", flat=True)) if orgs else set()
+    rounds = _reviewed_rounds(orgs, now) if orgs else set()
     if viewer.chaired_round_ids:
         rounds |= set(chaired.values_list("id", flat=True))
     return _Grant(organizations=orgs, rounds=frozenset(rounds))
+
+
+def _submitted_to_rounds_in_review(organizations: Iterable[int], now: datetime.datetime) -> QuerySet:
+    # "Submitting" means a submission that got through verification, not any upload attempt: an
+    # organization whose only upload was refused by the checks does not get to review the others.
+    return Round.objects.in_review(now).filter(
+        submissions__organization__in=organizations, submissions__state__in=SUBMITTED_STATES
+    ).values_list("id", flat=True)
+
+
+def _reviewed_rounds(organizations: frozenset[int], now: datetime.datetime) -> set[int]:
+    """Rounds in review that one of `organizations` submitted to. Every signed-in request asks: the query
+    is built once per process and number of organizations (core.compiled)."""
+    if len(organizations) >= len(compiled.PLACEHOLDER_IDS):
+        return set(_submitted_to_rounds_in_review(organizations, now))
+    slots = compiled.ids(len(organizations))
+    values: dict[Any, Any] = {compiled.PLACEHOLDER_NOW: now, **dict(zip(slots, sorted(organizations), strict=True))}
+    found = compiled.rows(("ingest.visibility.reviewed_rounds", len(slots)),
+                          lambda: _submitted_to_rounds_in_review(slots, compiled.PLACEHOLDER_NOW), values)
+    return {row[0] for row in found}
 
 
 # Where a request's grant is kept: on the user object of the request (request.user), beside the viewer
