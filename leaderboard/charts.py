@@ -274,8 +274,13 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     unknown = [p for p in scored if p.accelerators is None]
     styles = _styles([p.submitter for p in placed + cpu_only])
     traces: list[dict[str, Any]] = []
+    # Grouped in one pass (a filter per submitter cost submitters x points: a round's largest charts grew
+    # faster than their points).
+    by_submitter: dict[str, list[ResultPoint]] = {}
+    for point in placed:
+        by_submitter.setdefault(point.submitter, []).append(point)
     for submitter, (colour, symbol) in styles.items():
-        mine = [p for p in placed if p.submitter == submitter]
+        mine = by_submitter.get(submitter)
         if not mine:
             continue
         traces.append({
@@ -323,8 +328,9 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     if unknown:
         names = ", ".join(_point_label(p) for p in unknown)
         notes.append(f"Not drawn, accelerator count unknown: {names}.")
+    on_front = set(front)  # the same equality as the list's, without comparing each point with the whole front
     rows = [[p.submitter, p.system, p.accelerator_model or "—", _count(p.accelerators), _count(p.hosts),
-             _minutes(p.minutes), "yes" if p in front else ""]
+             _minutes(p.minutes), "yes" if p in on_front else ""]
             for p in sorted(scored, key=lambda p: (p.accelerators or 0, p.minutes, p.id))]
     return Chart(
         figure={"data": traces, "layout": layout}, notes=notes,
