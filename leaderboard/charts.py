@@ -252,6 +252,26 @@ def pareto_front(points: Sequence[ResultPoint]) -> list[ResultPoint]:
     return front
 
 
+def scale_points_to_draw(points: Sequence[ResultPoint], limit: int) -> list[ResultPoint]:
+    """At most `limit` of `points` (one per submitter and scale), in their order: the Pareto front, then
+    the fastest submitter at each scale, then the second fastest at each, and so on, faster first within
+    a place. What a reader compares at a scale is the front and its nearest rivals; a round ten times
+    larger adds slower results at the same scales, not a chart ten times larger."""
+    if len(points) <= limit:
+        return list(points)
+    place: dict[int, int] = {}
+    seen: dict[tuple[Any, Any], int] = {}
+    for point in sorted(points, key=lambda p: (p.minutes is None, p.minutes or 0.0, p.id)):
+        scale = (point.accelerators, point.hosts if point.accelerators == 0 else None)
+        seen[scale] = seen.get(scale, 0) + 1
+        place[id(point)] = seen[scale]
+    on_front = {id(p) for p in pareto_front(points)}
+    ranked = sorted(points, key=lambda p: (id(p) not in on_front, place[id(p)], p.minutes is None, p.minutes or 0.0,
+                                           p.id))
+    kept = {id(p) for p in ranked[:limit]}
+    return [p for p in points if id(p) in kept]
+
+
 def _hover(axis_label: str = "") -> str:
     # The figures come pre-formatted in customdata (leaderboard.formatting), so hover and table agree.
     return ("<b>%{customdata[1]}</b><br>%{customdata[2]} · %{customdata[3]}<br>"
@@ -273,6 +293,9 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     cpu_only = [p for p in scored if p.accelerators == 0]
     unknown = [p for p in scored if p.accelerators is None]
     styles = _styles([p.submitter for p in placed + cpu_only])
+    # Each point's hover text is formatted once (by identity: two points may be equal), for its
+    # submitter's trace, the front, the CPU trace and the table alike.
+    hover = {id(p): row for p, row in zip(scored, _customdata(scored), strict=True)}
     traces: list[dict[str, Any]] = []
     # Grouped in one pass (a filter per submitter cost submitters x points: a round's largest charts grew
     # faster than their points).
@@ -286,7 +309,7 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
         traces.append({
             "type": "scatter", "mode": "markers", "name": submitter, "legendgroup": submitter,
             "x": [p.accelerators for p in mine], "y": [p.minutes for p in mine],
-            "customdata": _customdata(mine), "hovertemplate": _hover(),
+            "customdata": [hover[id(p)] for p in mine], "hovertemplate": _hover(),
             "marker": _marker(colour, symbol, 11),
         })
     front = pareto_front(placed)
@@ -294,7 +317,7 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": "Pareto front (fastest at this scale or fewer)",
             "x": [p.accelerators for p in front], "y": [p.minutes for p in front],
-            "customdata": _customdata(front), "hovertemplate": _hover(),
+            "customdata": [hover[id(p)] for p in front], "hovertemplate": _hover(),
             "line": {"color": FRONT_COLOUR, "width": 1.5, "shape": "hv"},
             "marker": {"color": FRONT_COLOUR, "size": 5, "symbol": "diamond"},
         })
@@ -311,7 +334,7 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
         traces.append({
             "type": "scatter", "mode": "markers", "name": "CPU-only (x = hosts, top axis)", "xaxis": "x2",
             "x": [p.hosts for p in drawn_cpu], "y": [p.minutes for p in drawn_cpu],
-            "customdata": _customdata(drawn_cpu), "hovertemplate": _hover(),
+            "customdata": [hover[id(p)] for p in drawn_cpu], "hovertemplate": _hover(),
             "marker": {"color": [styles[p.submitter][0] for p in drawn_cpu], "size": 10, "symbol": "square-open",
                        "line": {"width": 2}},
         })
@@ -328,9 +351,9 @@ def scale_chart(points: Sequence[ResultPoint], *, title: str) -> Chart:
     if unknown:
         names = ", ".join(_point_label(p) for p in unknown)
         notes.append(f"Not drawn, accelerator count unknown: {names}.")
-    on_front = set(front)  # the same equality as the list's, without comparing each point with the whole front
+    on_front = {id(p) for p in front}  # a point's own hash would hash every field, for each table row
     rows = [[p.submitter, p.system, p.accelerator_model or "—", _count(p.accelerators), _count(p.hosts),
-             _minutes(p.minutes), "yes" if p in on_front else ""]
+             hover[id(p)][5], "yes" if id(p) in on_front else ""]
             for p in sorted(scored, key=lambda p: (p.accelerators or 0, p.minutes, p.id))]
     return Chart(
         figure={"data": traces, "layout": layout}, notes=notes,

@@ -34,6 +34,12 @@ _NO_MODEL = {"", "n/a", "na", "none", "null", "-", "—", "unknown", "not applic
 
 
 def _finite(value: Any) -> float | None:
+    # The stored types first: a chart of a large round formats thousands of them per request.
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -54,6 +60,8 @@ def significant(value: float, digits: int) -> str:
 
 
 def minutes(value: Any) -> str:
+    if type(value) is float and 0.1 <= value < math.inf:  # the common case, at once
+        return f"{value:,.{MINUTE_DECIMALS}f}"
     number = _finite(value)
     if number is None:
         return MISSING
@@ -83,6 +91,8 @@ def percent(fraction: Any, decimals: int = 1) -> str:
 
 
 def count(value: Any) -> str:
+    if type(value) is int:  # the common case, at once
+        return f"{value:,d}"
     number = _finite(value)
     if number is None:
         return MISSING

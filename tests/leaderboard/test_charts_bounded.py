@@ -53,6 +53,40 @@ def test_scale_draws_each_submitter_s_fastest_per_scale_and_the_same_front(round
     assert any("4 points for 6 results" in note for note in body["notes"])
 
 
+def test_scale_draws_the_front_then_each_scale_s_fastest_up_to_its_cap(round_: Round, people: People,
+                                                                       monkeypatch) -> None:
+    monkeypatch.setattr(chart_views, "SCALE_POINTS", 3)
+    omega = people.omega
+    made = {
+        "acme 8": _result(round_, people.acme, 8, 30.0),  # first at 8 and on the front
+        "zeta 8": _result(round_, people.zeta, 8, 35.0),  # second at 8
+        "omega 8": _result(round_, omega, 8, 50.0),  # third at 8
+        "zeta 64": _result(round_, people.zeta, 64, 9.0),  # first at 64, on the front
+        "acme 64": _result(round_, people.acme, 64, 40.0),  # second at 64, slower than zeta's 8
+        "omega 64": _result(round_, omega, 64, 60.0),  # third at 64
+    }
+    body = Client().get(URL.format("scale")).json()
+    drawn = {row[1] for row in body["table"]["rows"]}
+    # The front (two first places), then the faster of the two second places.
+    assert drawn == {made[name].system.name for name in ("acme 8", "zeta 64", "zeta 8")}
+    front = next(t for t in body["figure"]["data"] if t["name"].startswith("Pareto"))
+    assert [row[1] for row in front["customdata"]] == [made["acme 8"].system.name, made["zeta 64"].system.name]
+    assert any("3 of the 6 points are drawn" in note for note in body["notes"])
+
+
+def test_the_scale_cap_keeps_the_front_before_other_first_places() -> None:
+    def point(id: int, accelerators: int, minutes: float) -> charts.ResultPoint:
+        return charts.ResultPoint(id=id, url="", submitter=f"s{id}", system=f"sys-{id}", accelerator_model="X",
+                                  accelerators=accelerators, hosts=1, minutes=minutes)
+
+    # Four scales, each with one point: all first places, but only 8, 16 and 64 are on the front.
+    points = [point(1, 8, 50.0), point(2, 16, 40.0), point(3, 32, 45.0), point(4, 64, 10.0), point(5, 8, 60.0)]
+    kept = charts.scale_points_to_draw(points, 3)
+    assert [p.id for p in kept] == [1, 2, 4]  # in the order given
+    assert [p.id for p in charts.scale_points_to_draw(points, 4)] == [1, 2, 3, 4]
+    assert charts.scale_points_to_draw(points, 5) == points
+
+
 def test_scaling_draws_the_families_with_the_most_sizes(round_: Round, people: People, monkeypatch) -> None:
     monkeypatch.setattr(chart_views, "SCALING_FAMILIES", 1)
     for accelerators, score in ((8, 40.0), (16, 22.0), (64, 7.0)):
