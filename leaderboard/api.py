@@ -712,9 +712,12 @@ class ResultApi(ReadApi):
                                                                 output_field=BooleanField()))
         pages = cast(CountCachedPages, self.paginator)
         page = pages.page_slice(queryset.values(*self.shape.columns, "official"), self.request, self)
-        rows, stamps = api_sql.page_json(page, self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1])
+        rows, since = api_sql.page_json(page, self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1],
+                                        timezone.now())
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
-        return self._cache_headers(self._stamped(response, stamps), etag)
+        if since is not None:  # what _stamped writes, computed by the database (_visible_since)
+            response["Last-Modified"] = http_date(since.timestamp())
+        return self._cache_headers(response, etag)
 
     def last_modified(self, obj: Result | dict[str, Any]) -> datetime.datetime | None:
         if isinstance(obj, dict):  # a row of the list (narrow)

@@ -13,6 +13,7 @@ the same value. Other databases, other time zones and other renderers take the P
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -75,25 +76,33 @@ def usable(queryset: QuerySet[Any]) -> bool:
     return connections[queryset.db].vendor == "postgresql" and timezone.get_current_timezone_name() == "UTC"
 
 
-def page_json(page: QuerySet[Any], fields: Sequence[Field], base: str) -> tuple[str, list[dict[str, Any]]]:
+def page_json(page: QuerySet[Any], fields: Sequence[Field], base: str,
+              now: datetime.datetime) -> tuple[str, datetime.datetime | None]:
     """The page's rows (a sliced values() queryset holding every column `fields` read, and `created_at`
-    and `round__publication_date`) as a JSON array, and those two dates of each row (for Last-Modified,
-    which the view computes as for every other list)."""
+    and `round__publication_date`) as a JSON array, and the latest time one of them became what the
+    caller sees (for Last-Modified: stored, or made public by its round's publication at or before
+    `now`, as leaderboard.api._visible_since says); None for an empty page.
+
+    One row comes back: the array joined in PostgreSQL and that date (100 rows of two dates each cost
+    more to send and decode than the page's JSON)."""
     try:
         inner, inner_params = page.query.sql_with_params()
     except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
-        return "[]", []
+        return "[]", None
     parts, params = _select(fields, base)
+    published, created = 'r."round__publication_date"', 'r."created_at"'
     # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes
-    # at most 50 pairs); the outer select keeps the inner query's row order, which it only projects.
+    # at most 50 pairs). The rows are numbered in the inner query's order (the outer query only
+    # projects them) and joined in that order.
     sql = (
-        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text, r."created_at", '
-        f'r."round__publication_date" FROM ({inner}) r'
+        f"SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
+        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text AS j, row_number() OVER () AS n, '
+        f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
+        f"ELSE {created} END AS since FROM ({inner}) r) p"
     )
     with connections[page.db].cursor() as cursor:
-        cursor.execute(sql, [*params, *inner_params])
-        rows = cursor.fetchall()
+        cursor.execute(sql, [*params, now, *inner_params])
+        joined, since = cursor.fetchone()
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
-    text = "[" + ",".join(row[0] for row in rows) + "]"
-    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return text, [{"created_at": created, "round__publication_date": published} for _, created, published in rows]
+    text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
+    return text, since

@@ -12,10 +12,13 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import connection
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from catalog.models import Round
 from ingest.models import Result
 from leaderboard import api_sql
 from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, SystemFactory
@@ -118,6 +121,29 @@ def test_pages_links_and_errors_match(rows: list[Result]) -> None:
         python = APIClient().get(beyond)
     assert written.status_code == python.status_code == 404
     assert written.json() == python.json()
+
+
+def test_last_modified_is_the_latest_time_a_row_became_visible(rows: list[Result]) -> None:
+    # The two oldest rows were stored in May and made public by their round's publication on 1 June: the
+    # page changed for its readers then, not when they were stored.
+    written, python = _both("/api/v1/results/?page_size=2&ordering=created_at")
+    assert written["Last-Modified"] == python["Last-Modified"] == "Mon, 01 Jun 2026 12:00:00 GMT"
+    # A round published in the future (seen early by nobody anonymous): only stored rows count.
+    Round.objects.filter(slug="pub-json").update(publication_date=timezone.now() + datetime.timedelta(days=9))
+    Result.objects.update(round_publication_date=timezone.now() + datetime.timedelta(days=9))
+    cache.clear()
+    staff = get_user_model().objects.create_user("staff-json", is_staff=True)  # sees the embargoed round
+    client = APIClient()
+    client.force_authenticate(staff)
+    for path in ("/api/v1/results/?page_size=2&ordering=created_at",):
+        with mock.patch.object(api_sql, "page_json", wraps=api_sql.page_json) as spy:
+            written = client.get(path)
+        assert spy.called
+        cache.clear()
+        with mock.patch.object(api_sql, "usable", return_value=False):
+            python = client.get(path)
+        assert written.status_code == python.status_code == 200
+        assert written["Last-Modified"] == python["Last-Modified"] == "Sat, 02 May 2026 09:30:00 GMT"
 
 
 def test_an_empty_list_is_an_empty_page_without_last_modified(rows: list[Result]) -> None:
