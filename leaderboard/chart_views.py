@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.core.exceptions import EmptyResultSet
@@ -99,61 +100,101 @@ SPREAD_BARS = 40  # bars in the spread chart: half the steadiest results, half t
 SCALE_POINTS = 200  # points in the scale chart (one per submitter and scale): charts.scale_points_to_draw
 
 
-class _FastestId(Aggregate):
-    """The id of a group's fastest result (lowest score, then lowest id) in one pass over the group:
-    PostgreSQL compares arrays element by element, so min(ARRAY[score, id]) is that result's pair. Ids are
-    exact as float8 below 2**53."""
-
-    template = "(MIN(ARRAY[%(expressions)s]))[2]::bigint"
-    output_field = BigIntegerField()
+class _FastestPair(Aggregate):
+    """A part of a group's fastest (lowest score, then lowest id) result's pair, in one pass over the group:
+    PostgreSQL compares arrays element by element, so min(ARRAY[score, id]) is that result's pair (it
+    computes the identical min() once for both parts). Ids are exact as float8 below 2**53."""
 
     def __init__(self) -> None:
         super().__init__(F("score"), Cast(F("pk"), FloatField()))
 
 
-def _fastest_of_each(results: ResultQuerySet, group: list[Any]) -> tuple[list[charts.ResultPoint], int]:
+class _FastestId(_FastestPair):
+    template = "(MIN(ARRAY[%(expressions)s]))[2]::bigint"
+    output_field = BigIntegerField()
+
+
+class _FastestScore(_FastestPair):
+    template = "(MIN(ARRAY[%(expressions)s]))[1]"
+    output_field = FloatField()
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What the caller draws of the winners (charts.scale_points_to_draw): at most `limit`, by their place
+    at their scale (the parts of the group at the indexes `scale`). The read may leave out every winner
+    that cannot be drawn: those neither first at their scale nor among the first `limit` by (place,
+    score, id). Why that is safe: the front is made of first places, and a winner drawn after the front
+    has fewer than `limit` winners before it in (place, score, id) order."""
+
+    scale: tuple[int, ...]
+    limit: int
+
+
+@dataclass
+class Fastest:
+    points: list[charts.ResultPoint]  # in (score, id) order; with a Keep, perhaps only those it may draw
+    results: int  # how many results the groups hold together
+    groups: int  # how many groups (winners) there are, read or not
+
+
+def _fastest_of_each(results: ResultQuerySet, group: list[Any], keep: Keep | None = None) -> Fastest:
     """The fastest result of each group (by score, then id: the one the front and the family tables
-    would pick among them), in (score, id) order, and how many results the groups hold together. Only
-    the winners reach Python: ranked in SQL by a window function, or on PostgreSQL by a hashed aggregate
-    and a read of the winners by id (a round ten times larger sorted its rows on the submitter's name
-    under the window: 3.7 -> 12 ms at 1,838 rows, against 7 ms hashed)."""
+    would pick among them), in (score, id) order, how many results the groups hold together and how many
+    groups there are. Only the winners reach Python (with `keep`, on PostgreSQL, only those it may draw):
+    ranked in SQL by a window function, or on PostgreSQL by a hashed aggregate and a read of the winners
+    by id (a round ten times larger sorted its rows on the submitter's name under the window: 3.7 -> 12 ms
+    at 1,838 rows, against 7 ms hashed)."""
     if connections[results.db].vendor == "postgresql":
-        return _fastest_of_each_hashed(results, group)
+        return _fastest_of_each_hashed(results, group, keep)
     return _fastest_of_each_windowed(results, group)
 
 
-def _fastest_of_each_windowed(results: ResultQuerySet, group: list[Any]) -> tuple[list[charts.ResultPoint], int]:
-    """_fastest_of_each in one query on any database."""
+def _fastest_of_each_windowed(results: ResultQuerySet, group: list[Any], keep: Keep | None = None) -> Fastest:
+    """_fastest_of_each in one query on any database (every winner read: `keep` is left to the caller)."""
     partition = [F(part) if isinstance(part, str) else part for part in group]
     rows = list(
         results.annotate(place=Window(RowNumber(), partition_by=partition, order_by=[F("score").asc(), F("pk").asc()]),
                          members=Window(Count("pk"), partition_by=partition))
         .filter(place=1).order_by("score", "pk").values_list(*POINT_COLUMNS, "members")
     )
-    return [_point(row) for row in rows], sum(row[-1] for row in rows)
+    return Fastest([_point(row) for row in rows], sum(row[-1] for row in rows), len(rows))
 
 
-def _fastest_of_each_hashed(results: ResultQuerySet, group: list[Any]) -> tuple[list[charts.ResultPoint], int]:
+def _fastest_of_each_hashed(results: ResultQuerySet, group: list[Any], keep: Keep | None = None) -> Fastest:
     """_fastest_of_each on PostgreSQL in one query and no sort of the groups' rows: the groups' winners
-    and sizes are a hashed aggregate (a CTE, read twice but computed once), the points are read by id.
-    Both parts are compiled by the ORM; the visibility rule stays in `results`, which the CTE reads."""
+    and sizes are a hashed aggregate (a CTE, read several times but computed once), the points are read by
+    id; with `keep`, only the winners it may draw (numbered over the winners, a few hundred rows). Both
+    parts are compiled by the ORM; the visibility rule stays in `results`, which the CTE reads."""
     named = {f"group_{index}": part for index, part in enumerate(group) if not isinstance(part, str)}
     names = [part if isinstance(part, str) else f"group_{index}" for index, part in enumerate(group)]
     winners = (results.order_by().annotate(**named).values(*names)
-               .annotate(fastest=_FastestId(), members=Count("pk")).values("fastest", "members"))
+               .annotate(fastest=_FastestId(), fastest_score=_FastestScore(), members=Count("pk")))
     try:
         inner, inner_params = winners.query.sql_with_params()
     except EmptyResultSet:  # a filter that can match nothing: no group, no query
-        return [], 0
-    drawn = (Result.objects.filter(pk__in=RawSQL('SELECT "fastest" FROM "winners"', ()))
-             .annotate(results_in_groups=RawSQL('SELECT sum("members") FROM "winners"', ()))
-             .order_by("score", "pk").values_list(*POINT_COLUMNS, "results_in_groups"))
+        return Fastest([], 0, 0)
+    ctes, more = f'"winners" AS ({inner})', []
+    read = '"winners"'
+    if keep is not None:
+        scale = ", ".join(f'"{names[index]}"' for index in keep.scale)
+        ctes += (f', "kept" AS (SELECT "fastest" FROM (SELECT "fastest", "place", row_number() OVER '
+                 f'(ORDER BY "place", "fastest_score", "fastest") AS "n" FROM (SELECT "fastest", "fastest_score", '
+                 f'row_number() OVER (PARTITION BY {scale} ORDER BY "fastest_score", "fastest") AS "place" '
+                 f'FROM "winners") "placed") "ranked" WHERE "place" = 1 OR "n" <= %s)')
+        more.append(keep.limit)
+        read = '"kept"'
+    drawn = (Result.objects.filter(pk__in=RawSQL(f'SELECT "fastest" FROM {read}', ()))
+             .annotate(results_in_groups=RawSQL('SELECT sum("members") FROM "winners"', ()),
+                       groups=RawSQL('SELECT count(*) FROM "winners"', ()))
+             .order_by("score", "pk").values_list(*POINT_COLUMNS, "results_in_groups", "groups"))
     outer, outer_params = drawn.query.sql_with_params()
     with connections[results.db].cursor() as cursor:
-        cursor.execute(f'WITH "winners" AS ({inner}) {outer}', (*inner_params, *outer_params))
+        cursor.execute(f"WITH {ctes} {outer}", (*inner_params, *more, *outer_params))
         rows = cursor.fetchall()
-    points = [_point(row) for row in rows]
-    return points, int(rows[0][-1]) if rows else 0
+    if not rows:
+        return Fastest([], 0, 0)
+    return Fastest([_point(row) for row in rows], int(rows[0][-2]), int(rows[0][-1]))
 
 
 def _title(benchmark: Benchmark, round_: Round, division: str, what: str) -> str:
@@ -165,15 +206,16 @@ def scale_data(user: Visitor, round_: Round, benchmark: Benchmark, division: str
     The Pareto front is the same as over every result: a result on the front is the fastest at its
     scale, so the fastest of its submitter there."""
     cpu_hosts = Case(When(accelerator_count=0, then=F("host_count")), default=None, output_field=IntegerField())
-    points, results = _fastest_of_each(round_results(user, round_, benchmark.key, division),
-                                       ["organization_id", "submitter", "accelerator_count", cpu_hosts])
-    drawn = charts.scale_points_to_draw(points, SCALE_POINTS)
+    fastest = _fastest_of_each(round_results(user, round_, benchmark.key, division),
+                               ["organization_id", "submitter", "accelerator_count", cpu_hosts],
+                               Keep(scale=(2, 3), limit=SCALE_POINTS))
+    drawn = charts.scale_points_to_draw(fastest.points, SCALE_POINTS)
     chart = charts.scale_chart(drawn, title=_title(benchmark, round_, division, "Time to train vs. scale"))
-    if results > len(points):
-        chart.notes.append(f"One point per submitter and scale, its fastest result there: {len(points):,} points "
-                           f"for {results:,} results. Every result is in the round's table and export.")
-    if len(drawn) < len(points):
-        chart.notes.append(f"{len(drawn):,} of the {len(points):,} points are drawn: the Pareto front, then the "
+    if fastest.results > fastest.groups:
+        chart.notes.append(f"One point per submitter and scale, its fastest result there: {fastest.groups:,} points "
+                           f"for {fastest.results:,} results. Every result is in the round's table and export.")
+    if len(drawn) < fastest.groups:
+        chart.notes.append(f"{len(drawn):,} of the {fastest.groups:,} points are drawn: the Pareto front, then the "
                            "fastest submitter at each scale, then the second fastest at each, and so on.")
     return chart
 
@@ -193,8 +235,8 @@ def scaling_data(user: Visitor, round_: Round, benchmark: Benchmark, division: s
     for family in families[:SCALING_FAMILIES]:
         drawn |= Q(organization_id=family["organization_id"], submitter=family["submitter"],
                    accelerator_model=family["accelerator_model"])
-    points, _ = _fastest_of_each(results.filter(drawn), ["organization_id", "submitter", "accelerator_model",
-                                                         "accelerator_count"])
+    points = _fastest_of_each(results.filter(drawn), ["organization_id", "submitter", "accelerator_model",
+                                                      "accelerator_count"]).points
     chart = charts.scaling_chart(points, title=_title(benchmark, round_, division, "Scaling efficiency"))
     if len(families) > SCALING_FAMILIES:
         chart.notes.append(f"The {SCALING_FAMILIES} families with the most sizes are drawn, of {len(families):,} "

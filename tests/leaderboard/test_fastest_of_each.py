@@ -15,7 +15,7 @@ from django.db.models import Case, F, IntegerField, When
 from django.utils import timezone
 
 from accounts.models import Organization
-from leaderboard import chart_views
+from leaderboard import chart_views, charts
 from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, SystemFactory
 
 pytestmark = [
@@ -51,22 +51,23 @@ def results() -> chart_views.ResultQuerySet:
     add(one, 0, 300.0, hosts=4)  # CPU-only: grouped by host count
     add(one, 0, 250.0, hosts=8)
     add(one, 0, 260.0, hosts=8)
+    add(two, 1, 1000.0, submitter="Slow and small")  # on the front (nothing smaller), slower than every other
     return chart_views.round_results(AnonymousUser(), round_, "resnet", "closed")
 
 
-def _picked(found: tuple[list, int]) -> tuple[list[tuple[int, float | None]], int]:
-    points, members = found
-    return [(p.id, p.minutes) for p in points], members
+def _picked(found: chart_views.Fastest) -> tuple[list[tuple[int, float | None]], int, int]:
+    return [(p.id, p.minutes) for p in found.points], found.results, found.groups
 
 
 def test_the_hashed_path_picks_what_the_window_picks(results: chart_views.ResultQuerySet) -> None:
     windowed = _picked(chart_views._fastest_of_each_windowed(results, SCALE_GROUP))
     hashed = _picked(chart_views._fastest_of_each_hashed(results, SCALE_GROUP))
     assert hashed == windowed
-    points, members = hashed
-    assert members == results.count() == 14
-    # One per group: 2 organizations x 2 scales, "Other name", unknown scale, CPU-only at 4 and at 8 hosts.
-    assert len(points) == 8
+    points, members, groups = hashed
+    assert members == results.count() == 15 and groups == len(points)
+    # One per group: 2 organizations x 2 scales, "Other name", unknown scale, CPU-only at 4 and at 8 hosts,
+    # one accelerator.
+    assert len(points) == 9
     ties = list(results.filter(score=20.0).order_by("pk").values_list("organization_id", "pk"))
     lowest = {organization: pk for organization, pk in reversed(ties)}
     assert {pk for pk, _ in points} >= set(lowest.values())
@@ -75,8 +76,25 @@ def test_the_hashed_path_picks_what_the_window_picks(results: chart_views.Result
 
 def test_both_paths_agree_on_nothing_and_on_other_groups(results: chart_views.ResultQuerySet) -> None:
     for none in (results.filter(score__gt=10_000), results.none()):  # no row; a filter that can match nothing
-        assert chart_views._fastest_of_each_hashed(none, SCALE_GROUP) == ([], 0)
-        assert chart_views._fastest_of_each_windowed(none, SCALE_GROUP) == ([], 0)
+        assert _picked(chart_views._fastest_of_each_hashed(none, SCALE_GROUP)) == ([], 0, 0)
+        assert _picked(chart_views._fastest_of_each_windowed(none, SCALE_GROUP)) == ([], 0, 0)
     family = ["organization_id", "submitter", "accelerator_model", "accelerator_count"]
     assert (_picked(chart_views._fastest_of_each_hashed(results, family))
             == _picked(chart_views._fastest_of_each_windowed(results, family)))
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 8, 20])
+def test_the_hashed_path_reads_only_what_the_cap_may_draw(results: chart_views.ResultQuerySet, limit: int) -> None:
+    """With a Keep, PostgreSQL leaves out winners the cap cannot draw; the cap then draws what it draws
+    from every winner, and the counts are those of every winner."""
+    keep = chart_views.Keep(scale=(2, 3), limit=limit)
+    every = chart_views._fastest_of_each_windowed(results, SCALE_GROUP)
+    read = chart_views._fastest_of_each_hashed(results, SCALE_GROUP, keep)
+    assert (read.results, read.groups) == (every.results, every.groups) == (15, 9)
+    scales = {(p.accelerators, p.hosts if p.accelerators == 0 else None) for p in every.points}
+    assert len(read.points) <= limit + len(scales)
+    assert {p.id for p in read.points} <= {p.id for p in every.points}
+    assert ([p.id for p in charts.scale_points_to_draw(read.points, limit)]
+            == [p.id for p in charts.scale_points_to_draw(every.points, limit)])
+    if limit >= every.groups:
+        assert [p.id for p in read.points] == [p.id for p in every.points]
