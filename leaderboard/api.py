@@ -77,6 +77,12 @@ def _visible_since(created_at: datetime.datetime, publication_date: datetime.dat
     return created_at
 
 
+def _last_modified(response: AnyResponse, latest: datetime.datetime | None) -> AnyResponse:
+    if latest is not None:
+        response["Last-Modified"] = http_date(latest.timestamp())
+    return response
+
+
 class Pages(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"
@@ -203,9 +209,7 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
     def _stamped(self, response: AnyResponse, objects: Iterable[Any]) -> AnyResponse:
         """Last-Modified: the latest time one of `objects` became what the caller sees."""
         stamps = [stamp for stamp in map(self.last_modified, objects) if stamp is not None]
-        if stamps:
-            response["Last-Modified"] = http_date(max(stamps).timestamp())
-        return response
+        return _last_modified(response, max(stamps) if stamps else None)
 
     def _shared(self, etag: str, produce: Callable[[], HttpResponse]) -> HttpResponse:
         """Anonymous answers depend only on published data and the URL, which the ETag captures:
@@ -715,9 +719,8 @@ class ResultApi(ReadApi):
         rows, since = api_sql.page_json(page, self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1],
                                         timezone.now())
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
-        if since is not None:  # what _stamped writes, computed by the database (_visible_since)
-            response["Last-Modified"] = http_date(since.timestamp())
-        return self._cache_headers(response, etag)
+        # What _stamped writes, the latest time computed by the database (_visible_since).
+        return self._cache_headers(_last_modified(response, since), etag)
 
     def last_modified(self, obj: Result | dict[str, Any]) -> datetime.datetime | None:
         if isinstance(obj, dict):  # a row of the list (narrow)

@@ -150,8 +150,8 @@ def _fastest_of_each(results: ResultQuerySet, group: list[Any], keep: Keep | Non
     return _fastest_of_each_windowed(results, group)
 
 
-def _fastest_of_each_windowed(results: ResultQuerySet, group: list[Any], keep: Keep | None = None) -> Fastest:
-    """_fastest_of_each in one query on any database (every winner read: `keep` is left to the caller)."""
+def _fastest_of_each_windowed(results: ResultQuerySet, group: list[Any]) -> Fastest:
+    """_fastest_of_each in one query on any database (every winner read: a Keep is left to the caller)."""
     partition = [F(part) if isinstance(part, str) else part for part in group]
     rows = list(
         results.annotate(place=Window(RowNumber(), partition_by=partition, order_by=[F("score").asc(), F("pk").asc()]),
