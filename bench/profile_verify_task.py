@@ -127,7 +127,9 @@ def _timed_steps(submissions: Any) -> dict[str, float]:
         (submissions, "_claim"), (submissions, "extract_bundle"), (submissions, "_verify_items"),
         (verify, "_check_logs"), (tool, "check_rcp"), (tool, "check_system_desc"), (verify, "parse_log"),
         (submissions, "run_logs_store"), (submissions, "implementations_pack"), (submissions, "check_submitter"),
-        (submissions, "_store"), (submissions, "result_store"), (submissions, "submission_notify"),
+        (submissions, "_store"), (submissions, "implementations_record"), (submissions, "result_store"),
+        (submissions, "bundle_findings_store"), (submissions, "implementation_findings_store"),
+        (submissions, "submission_finish"), (submissions, "_supersede_older"), (submissions, "submission_notify"),
     ]
     for module, name in steps:
         if not hasattr(module, name):

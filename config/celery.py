@@ -23,6 +23,13 @@ def _preload_checkers(**kwargs: object) -> None:
     # The compliance rules too (half a second for every ruleset): each child would parse them on its first
     # verification, the first upload after a start among them.
     tool.preload_rules()
+    # And the URL patterns compiled for reversing (~45 ms), which each child's first notification would compile.
+    import django
+
+    django.setup()  # idempotent: Celery's Django fixup has set it up by now
+    from core.warmup import url_reversing_warm
+
+    url_reversing_warm()
 
 
 @worker_ready.connect

@@ -13,7 +13,11 @@ litter_sweep_at_start(reason="web start")
 
 # Load the URLconf (and with it every view module, DRF and the API schema's serializers) now rather than
 # in the first request: a fresh worker's first visitor, or the first upload after a deploy, otherwise
-# waits for those imports (0.2 s measured by bench/upload_latency.py).
+# waits for those imports (0.2 s measured by bench/upload_latency.py), and for the URL patterns compiled for
+# reversing (another ~45 ms, core.warmup).
 from django.urls import get_resolver  # noqa: E402
 
+from core.warmup import url_reversing_warm  # noqa: E402
+
 get_resolver().url_patterns  # noqa: B018 - evaluating it imports the views
+url_reversing_warm()

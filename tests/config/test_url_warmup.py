@@ -1,0 +1,109 @@
+"""URL patterns are compiled for reversing when a process starts (core.warmup), not in its first request or
+task: after the warm-up, reversing a URL of any namespace compiles no pattern."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.urls import clear_url_caches, get_resolver, resolvers, reverse
+
+from core.warmup import url_reversing_warm
+from tests.conftest import ROOT
+
+# One URL in each namespace, and one outside any.
+SAMPLES = [("ingest:submission", {"pk": 1}), ("leaderboard:home", {}), ("api:reproduction-list", {}),
+           ("accounts:tokens", {}), ("reviews:notifications", {}), ("healthz", {})]
+
+
+@pytest.fixture
+def compiled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The patterns compiled for reversing from now on (Django's `normalize`, once per pattern), with the
+    URL caches emptied before and after."""
+    clear_url_caches()
+    seen: list[str] = []
+    real = resolvers.normalize
+
+    def counted(pattern: str) -> list[tuple[str, list[str]]]:
+        seen.append(pattern)
+        return real(pattern)
+
+    monkeypatch.setattr(resolvers, "normalize", counted)
+    yield seen
+    clear_url_caches()
+
+
+def _reversible() -> list[tuple[str, dict[str, int]]]:
+    names = set(get_resolver().reverse_dict.keys())
+    for namespace, (_, included) in get_resolver().namespace_dict.items():
+        names |= {f"{namespace}:{name}" for name in included.reverse_dict if isinstance(name, str)}
+    return [(name, kwargs) for name, kwargs in SAMPLES if name in names]
+
+
+def test_without_the_warm_up_the_first_reverse_compiles_patterns(compiled: list[str]) -> None:
+    reverse("ingest:submission", kwargs={"pk": 1})
+    assert compiled  # the control: what the warm-up saves a first request
+
+
+def test_after_the_warm_up_reversing_in_any_namespace_compiles_nothing(compiled: list[str]) -> None:
+    warmed = url_reversing_warm()
+    assert warmed == 1 + len(get_resolver().namespace_dict)  # the root and each namespace (none nested here)
+    assert compiled
+    compiled.clear()
+    samples = _reversible()
+    assert len(samples) == len(SAMPLES), "a sample URL name is gone: pick another in its namespace"
+    for name, kwargs in samples:
+        assert reverse(name, kwargs=kwargs)
+    assert compiled == []
+
+
+PROBE = """
+import json
+import os
+import config.celery
+from django.urls import resolvers, reverse
+
+config.celery._preload_checkers(sender=None)
+seen = []
+real = resolvers.normalize
+resolvers.normalize = lambda pattern: seen.append(pattern) or real(pattern)
+reverse("ingest:submission", kwargs={"pk": 1})
+reverse("leaderboard:home")
+print(json.dumps({"compiled": len(seen)}))
+"""
+
+
+def test_the_worker_compiles_the_patterns_before_its_pool_forks() -> None:
+    """Each pool process's first notification (a submission's URL) reverses without compiling."""
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"compiled": 0}
+
+
+WEB_PROBE = """
+import json
+import os
+import config.wsgi
+from django.urls import resolvers, reverse
+
+seen = []
+real = resolvers.normalize
+resolvers.normalize = lambda pattern: seen.append(pattern) or real(pattern)
+reverse("ingest:submission", kwargs={"pk": 1})
+reverse("api:reproduction-list")
+print(json.dumps({"compiled": len(seen)}))
+"""
+
+
+def test_a_web_process_compiles_the_patterns_when_it_loads_the_application(tmp_path: Path) -> None:
+    """A fresh web worker's first request (the first upload after a deploy) reverses without compiling."""
+    env = {**os.environ, "PODIUM_VAR_DIR": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/web.sqlite3"}
+    done = subprocess.run([sys.executable, "-c", WEB_PROBE], cwd=ROOT, capture_output=True, text=True, check=False,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"compiled": 0}
