@@ -64,6 +64,10 @@ def main() -> None:
     parser.add_argument("--changed", action="store_true",
                         help="each request the first after a change of the data (the results generation moved "
                              "before it, untimed), as bench/browse.py's 'changed' mode")
+    parser.add_argument("--changed-elsewhere", action="store_true",
+                        help="each request the first after a change confined to another round (the oldest; what "
+                             "an upload verified there moves, before it, untimed): the newest round's table keeps "
+                             "its row order and filter choices")
     args = parser.parse_args()
     PATH = args.path
     database = bench_database(args.database_url)
@@ -116,6 +120,11 @@ def main() -> None:
             from core.cache import bump_generation
 
             before = bump_generation if args.changed else (lambda: None)
+            if args.changed_elsewhere:
+                from catalog.models import Round
+
+                oldest = Round.objects.order_by("publication_date", "pk").values_list("pk", flat=True)[0]
+                before = lambda: bump_generation(round_id=oldest)  # noqa: E731 - as the line above
             before()
             with CaptureQueriesContext(connection) as captured:
                 client.get(PATH)

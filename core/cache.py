@@ -11,6 +11,13 @@ A per-process cache (the embedded default, LocMemCache) holds a generation per p
 another process (manage.py import_results) cannot move; there the bump also rewrites a small stamp file
 that every process reads beside its own number (`elsewhere()`): a file read, never a query.
 
+A change confined to one round (a result stored there, its submission finished: what uploads and imports
+write, many times an hour while a round takes submissions) moves, beside that number, only its round's
+number, not the one shared by every round: answers about one round (its table, its filter choices, its
+charts) are keyed on the shared number and their round's (`generations`), so an upload to one round
+leaves every other round's cached pages standing. Every other change is not confined (names, badges,
+holds, dates: a round's page may show them) and moves the shared number, which every key holds.
+
 No model import here: every app may call it.
 """
 
@@ -25,21 +32,22 @@ from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
-KEY = "podium:results-generation"
-STAMP = "results-generation.stamp"
+KEY = "podium:results-generation"  # moved by every change
+SHARED_KEY = "podium:results-generation:shared"  # moved by every change not confined to one round
+ROUND_KEY = "podium:results-generation:round:{}"  # moved by the changes confined to that round
+STAMP = "results-generation{}.stamp"  # moved by every change; ".shared" and ".round-<id>" as the numbers
 
 
-def _stamp_path() -> Path | None:
-    """The stamp file, where the cache is per process; None with a shared cache (its bumps reach all).
-    It lives in the scratch folder: the sweeper may remove it when old, which only invalidates once."""
+def _stamp_path(scope: str = "") -> Path | None:
+    """A stamp file, where the cache is per process; None with a shared cache (its bumps reach all).
+    They live in the scratch folder: the sweeper may remove one when old, which only invalidates once."""
     if not isinstance(caches["default"], LocMemCache):
         return None
-    return Path(settings.PODIUM_SCRATCH_DIR) / STAMP
+    return Path(settings.PODIUM_SCRATCH_DIR) / STAMP.format(scope)
 
 
-def elsewhere() -> str:
-    """What other processes of this machine last bumped ("" with a shared cache or before any bump)."""
-    path = _stamp_path()
+def _read_stamp(scope: str) -> str:
+    path = _stamp_path(scope)
     if path is None:
         return ""
     try:
@@ -48,36 +56,68 @@ def elsewhere() -> str:
         return ""
 
 
-def _stamp() -> None:
-    path = _stamp_path()
-    if path is None:
+def elsewhere(round_id: int | None = None) -> str:
+    """What other processes of this machine last bumped ("" with a shared cache or before any bump): every
+    change, or with `round_id` the changes an answer about that round alone is keyed on (as `generations`)."""
+    if round_id is None:
+        return _read_stamp("")
+    return f"{_read_stamp('.shared')}/{_read_stamp(f'.round-{round_id}')}"
+
+
+def _stamp(round_id: int | None = None) -> None:
+    if _stamp_path() is None:
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A unique content, not the mtime: two bumps within one clock tick must still differ.
-        path.write_text(f"{time.time_ns()}-{os.getpid()}", encoding="ascii")
-    except OSError:  # a read-only or full disk costs freshness across processes, never the write itself
-        pass
+    # A unique content, not the mtime: two bumps within one clock tick must still differ.
+    content = f"{time.time_ns()}-{os.getpid()}"
+    for scope in ("", ".shared" if round_id is None else f".round-{round_id}"):
+        path = _stamp_path(scope)
+        assert path is not None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="ascii")
+        except OSError:  # a read-only or full disk costs freshness across processes, never the write itself
+            pass
 
 
 def generation() -> int:
-    value = cache.get(KEY)
-    if value is None:
-        # Started from the clock, not from 1: after an eviction (or a cache restart) the number must
-        # not come back to one that pages still cached under it were built with.
-        cache.add(KEY, time.time_ns() // 1000, timeout=None)
-        value = cache.get(KEY)
-    return int(value) if value is not None else time.time_ns() // 1000
+    """The number every change moves."""
+    return _numbers([KEY])[0]
 
 
-def _bump_now() -> None:
-    try:
-        cache.incr(KEY)
-    except ValueError:  # not set (evicted, or never read): any new value invalidates what was cached
-        generation()
-    _stamp()
+def generations(round_id: int | None = None) -> tuple[int, int, int | None]:
+    """(the number every change moves, the number every change not confined to one round moves, and with
+    `round_id` the number of the changes confined to that round): an answer about that round alone is keyed
+    on the last two. One cache read."""
+    keys = [KEY, SHARED_KEY] + ([ROUND_KEY.format(round_id)] if round_id is not None else [])
+    numbers = _numbers(keys)
+    return numbers[0], numbers[1], numbers[2] if round_id is not None else None
 
 
-def bump_generation() -> None:
-    """Invalidate every cached public answer once the current transaction commits (at once outside one)."""
-    transaction.on_commit(_bump_now)
+def _numbers(keys: list[str]) -> list[int]:
+    found = cache.get_many(keys)
+    numbers = []
+    for key in keys:
+        value = found.get(key)
+        if value is None:
+            # Started from the clock, not from 1: after an eviction (or a cache restart) the number must
+            # not come back to one that pages still cached under it were built with.
+            cache.add(key, time.time_ns() // 1000, timeout=None)
+            value = cache.get(key)
+        numbers.append(int(value) if value is not None else time.time_ns() // 1000)
+    return numbers
+
+
+def _bump_now(round_id: int | None = None) -> None:
+    for key in (KEY, SHARED_KEY if round_id is None else ROUND_KEY.format(round_id)):
+        try:
+            cache.incr(key)
+        except ValueError:  # not set (evicted, or never read): any new value invalidates what was cached
+            _numbers([key])
+    _stamp(round_id)
+
+
+def bump_generation(round_id: int | None = None) -> None:
+    """Invalidate cached public answers once the current transaction commits (at once outside one): every
+    one, or with `round_id` (a change confined to that round's results) those about that round and those
+    about several rounds, not those about another round alone."""
+    transaction.on_commit(lambda: _bump_now(round_id))

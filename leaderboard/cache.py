@@ -9,8 +9,10 @@ built from may be kept when its key also holds what the visitor may see beyond t
 A key must change whenever what an anonymous visitor may see changes, and a cache hit must cost no
 query. Two things change it:
 - the results generation (core.cache), moved on commit by every service that changes what a visitor
-  may see, round dates included; with a per-process cache (the embedded default) also the stamp that
-  other processes' bumps leave (core.cache.elsewhere), a file read;
+  may see, round dates included; for an answer about one round's results alone (its table page, the
+  table's rows and filter choices, its scale, scaling and spread charts: `round_id=`), the generations a
+  change confined to another round does not move; with a per-process cache (the embedded default) also
+  the stamp that other processes' bumps leave (core.cache.elsewhere), a file read;
 - the clock: a round passing its publication date becomes public with nothing written. Each process
   keeps the publication dates of all rounds, read once per generation (`_Snapshot`), and the key holds
   how many of them have passed, counted in memory: the first request after the instant gets a new key.
@@ -38,7 +40,7 @@ from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
-from core.cache import elsewhere, generation
+from core.cache import elsewhere, generations
 
 T = TypeVar("T")
 
@@ -62,7 +64,8 @@ _snapshot_lock = threading.Lock()
 
 
 def _publications(number: int) -> tuple[datetime.datetime, ...]:
-    """The rounds' publication dates under generation `number`: one query per process and generation."""
+    """The rounds' publication dates under shared generation `number` (a round's dates are never a change
+    confined to it): one query per process and generation."""
     global _snapshot
     snapshot = _snapshot
     if snapshot is not None and snapshot.generation == number:
@@ -76,19 +79,21 @@ def _publications(number: int) -> tuple[datetime.datetime, ...]:
     return dates
 
 
-def freshness() -> str:
+def freshness(round_id: int | None = None) -> str:
     """Everything a cached public answer must be rebuilt after (see the module docstring); no query on
-    a hit."""
-    number = generation()
-    passed = bisect.bisect_right(_publications(number), timezone.now())
-    other = elsewhere() if _process_local() else ""
+    a hit. With `round_id`, for an answer about that round alone: a change confined to another round
+    (core.cache.bump_generation) leaves it standing."""
+    every, shared, this_round = generations(round_id)
+    passed = bisect.bisect_right(_publications(shared), timezone.now())
+    other = elsewhere(round_id) if _process_local() else ""
+    number = every if round_id is None else f"{shared}.r{this_round}"
     return f"{number}:{passed}:{other}"
 
 
-def public_key(name: str, *parts: Any) -> str:
+def public_key(name: str, *parts: Any, round_id: int | None = None) -> str:
     raw = "|".join(str(p) for p in parts)
     digest = hashlib.sha256(raw.encode()).hexdigest()[:24]
-    return f"podium:{name}:{freshness()}:{digest}"
+    return f"podium:{name}:{freshness(round_id)}:{digest}"
 
 
 def _pause(seconds: float) -> None:
@@ -96,8 +101,11 @@ def _pause(seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
-def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], timeout: int = 3600) -> T:
-    key = public_key(name, *parts)
+def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], timeout: int = 3600, *,
+                  round_id: int | None = None) -> T:
+    """`produce()`, kept under `name` and `parts` until what it may show changes; `round_id`: it shows that
+    round's results and no other round's (see `freshness`)."""
+    key = public_key(name, *parts, round_id=round_id)
     value = cache.get(key)
     if value is not None:
         return value

@@ -358,11 +358,13 @@ def run_times_data(result: Result) -> charts.Chart:
 # Request plumbing
 
 
-def for_visitor(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], T]) -> T:
-    """Shared cache for anonymous visitors only: a signed-in user's answer may hold embargoed results."""
+def for_visitor(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], T], *,
+                round_id: int | None = None) -> T:
+    """Shared cache for anonymous visitors only: a signed-in user's answer may hold embargoed results.
+    `round_id`: the answer shows that round's results and no other's (leaderboard.cache.cached_public)."""
     if request.user.is_authenticated:
         return produce()
-    return cached_public(name, parts, produce)
+    return cached_public(name, parts, produce, round_id=round_id)
 
 
 def _cache_headers(request: HttpRequest, response: HttpResponseBase) -> None:
@@ -401,11 +403,12 @@ def _benchmark(request: HttpRequest, round_: Round) -> Benchmark:
     return benchmark
 
 
-def figure_body(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], charts.Chart]) -> bytes:
+def figure_body(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], charts.Chart], *,
+                round_id: int | None = None) -> bytes:
     """The figure as JSON bytes. For anonymous visitors the encoded bytes are what is cached, so a hit
     encodes nothing again (a scale chart of a large round is thousands of points)."""
-    return for_visitor(request, f"{name}-json",
-                       parts, lambda: json.dumps(produce().as_json(), cls=DjangoJSONEncoder).encode())
+    return for_visitor(request, f"{name}-json", parts,
+                       lambda: json.dumps(produce().as_json(), cls=DjangoJSONEncoder).encode(), round_id=round_id)
 
 
 def chart_json(view: Callable[..., bytes]) -> Callable[..., HttpResponse]:
@@ -435,7 +438,7 @@ def scale_json(request: HttpRequest, slug: str) -> bytes:
     round_, division = _round(request, slug), division_param(request)
     benchmark = _benchmark(request, round_)
     return figure_body(request, "chart-scale", (round_.pk, benchmark.key, division),
-                       lambda: scale_data(request.user, round_, benchmark, division))
+                       lambda: scale_data(request.user, round_, benchmark, division), round_id=round_.pk)
 
 
 @chart_json
@@ -443,7 +446,7 @@ def scaling_json(request: HttpRequest, slug: str) -> bytes:
     round_, division = _round(request, slug), division_param(request)
     benchmark = _benchmark(request, round_)
     return figure_body(request, "chart-scaling", (round_.pk, benchmark.key, division),
-                       lambda: scaling_data(request.user, round_, benchmark, division))
+                       lambda: scaling_data(request.user, round_, benchmark, division), round_id=round_.pk)
 
 
 @chart_json
@@ -451,7 +454,7 @@ def spread_json(request: HttpRequest, slug: str) -> bytes:
     round_, division = _round(request, slug), division_param(request)
     benchmark = _benchmark(request, round_)
     return figure_body(request, "chart-spread", (round_.pk, benchmark.key, division),
-                       lambda: spread_data(request.user, round_, benchmark, division))
+                       lambda: spread_data(request.user, round_, benchmark, division), round_id=round_.pk)
 
 
 @chart_json
@@ -524,17 +527,20 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
                 "One point per submitter and accelerator count, its fastest result there; log–log. The line is "
                 "the Pareto front: the fastest time reached on that many accelerators or fewer.",
                 f"{reverse('leaderboard:chart_scale', args=[round_.slug])}?{query}",
-                for_visitor(request, "chart-scale", parts, lambda: scale_data(user, round_, benchmark, division))),
+                for_visitor(request, "chart-scale", parts, lambda: scale_data(user, round_, benchmark, division),
+                            round_id=round_.pk)),
         section("scaling", "Scaling efficiency within a system family",
                 "Same submitter and accelerator model at different sizes: speedup and efficiency against the "
                 "family's smallest size. Derived — not an official score.",
                 f"{reverse('leaderboard:chart_scaling', args=[round_.slug])}?{query}",
-                for_visitor(request, "chart-scaling", parts, lambda: scaling_data(user, round_, benchmark, division))),
+                for_visitor(request, "chart-scaling", parts, lambda: scaling_data(user, round_, benchmark, division),
+                            round_id=round_.pk)),
         section("spread", "Run-to-run spread",
                 "Coefficient of variation of the successful runs' times of each result, steadiest first. "
                 "Derived — not an official score.",
                 f"{reverse('leaderboard:chart_spread', args=[round_.slug])}?{query}",
-                for_visitor(request, "chart-spread", parts, lambda: spread_data(user, round_, benchmark, division))),
+                for_visitor(request, "chart-spread", parts, lambda: spread_data(user, round_, benchmark, division),
+                            round_id=round_.pk)),
         section("history", f"Round over round on {scale} accelerators",
                 "The fastest result on exactly this many accelerators in each round, and the accelerator count of "
                 "each round's fastest result. Rounds in publication order; the series is split where the "

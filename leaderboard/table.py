@@ -460,7 +460,7 @@ def build_table(round_: Round, view: TableView, user: Visitor, query: QueryDict 
     # visitor whose page comes from the page cache.
     page, total, number = cached_public(
         "table-rows", (round_.pk, viewer_fingerprint(user), _rows_signature(view),
-                       sorted(b.key for b in round_benchmarks)), pick_page)
+                       sorted(b.key for b in round_benchmarks)), pick_page, round_id=round_.pk)
     paging = _paging(query, number, total)
 
     result_url, system_url = _templates()
@@ -518,7 +518,7 @@ def build_choices(round_: Round, user: Visitor) -> Choices:
     """What the filter form offers: only values present among the results this visitor may see. Kept in
     the cache per round, data version (leaderboard.cache.freshness) and what the visitor may see beyond
     the public record (ingest.visibility.viewer_fingerprint): paging or sorting a round reads it once."""
-    key = f"podium:table-choices:{round_.pk}:{freshness()}:{viewer_fingerprint(user)}"
+    key = f"podium:table-choices:{round_.pk}:{freshness(round_.pk)}:{viewer_fingerprint(user)}"
     choices = cache.get(key)
     if choices is None:
         choices = _choices(round_, user)

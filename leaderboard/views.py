@@ -50,7 +50,8 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     # carrying a one-time message is personal: only the plain anonymous page is kept.
     if request.user.is_authenticated or len(messages.get_messages(request)):
         return HttpResponse(render_page())
-    return HttpResponse(cache.cached_public("round-page", (slug, request.GET.urlencode()), render_page))
+    return HttpResponse(cache.cached_public("round-page", (slug, request.GET.urlencode()), render_page,
+                                            round_id=round_.pk))
 
 
 def round_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResponse:

@@ -93,7 +93,7 @@ def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
         submission.save(update_fields=["state", "finished_at"])
         audit_record(actor=actor, action="submission.finish", subject=submission, before=before,
                      after={"state": state})
-        bump_generation()
+        bump_generation(round_id=submission.round_id)  # its results' state: a change confined to its round
     return submission
 
 
@@ -272,7 +272,8 @@ def result_store(*, submission: Submission, report: ItemReport, actor: Actor) ->
         before={"result": previous.pk, "score": previous.score, "verdict": previous.verdict} if previous else {},
         after={"score": result.score, "verdict": result.verdict, "digest": result.digest,
                **({"history_behind": newer.pk} if newer is not None else {})})
-    bump_generation()  # on commit: tables, charts and the API show the new version
+    # On commit: tables, charts and the API show the new version; the cached pages of other rounds stand.
+    bump_generation(round_id=round.pk)
     return result
 
 
