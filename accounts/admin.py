@@ -2,13 +2,16 @@ from django.contrib import admin
 
 from accounts.forms import ThrottledAdminAuthenticationForm
 from accounts.models import ApiToken, AuditEvent, Invitation, Membership, Organization
+from core.admin import BumpsGenerationAdmin
 
 # The admin's sign-in page shares the throttle and the message of the site's (accounts.throttles).
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(BumpsGenerationAdmin):
+    """Its name and slug show on every round's pages (filter choices, chart points): an edit invalidates them."""
+
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name"]
 

@@ -56,6 +56,11 @@ def _read_stamp(scope: str) -> str:
         return ""
 
 
+def shared_elsewhere() -> str:
+    """What other processes of this machine last bumped that was not confined to one round."""
+    return _read_stamp(".shared")
+
+
 def elsewhere(round_id: int | None = None) -> str:
     """What other processes of this machine last bumped ("" with a shared cache or before any bump): every
     change, or with `round_id` the changes an answer about that round alone is keyed on (as `generations`)."""

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import transaction
 
+from core.cache import bump_generation
 from core.errors import BadRequest, Conflict
 from ingest import storage
 from ingest.implementations import ARCHIVES
@@ -113,6 +114,7 @@ def backup_restore(source: Path, *, force: bool = False) -> dict[str, Any]:
                 raise BadRequest(f"{arcname!r} in {source} does not match its checksum")
         with transaction.atomic():
             call_command("loaddata", str(dump), verbosity=0)
+            bump_generation()  # on commit: no answer cached before the restore is served after it
         restored = _counts()
         missing = {label: (n, restored.get(label, 0)) for label, n in manifest["counts"].items()
                    if restored.get(label, 0) < n}

@@ -40,7 +40,7 @@ from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
-from core.cache import elsewhere, generations
+from core.cache import elsewhere, generations, shared_elsewhere
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def _process_local() -> bool:
 
 @dataclass(frozen=True)
 class _Snapshot:
-    generation: int
+    version: str
     publications: tuple[datetime.datetime, ...]  # every round's publication date, sorted
 
 
@@ -63,19 +63,20 @@ _snapshot: _Snapshot | None = None
 _snapshot_lock = threading.Lock()
 
 
-def _publications(number: int) -> tuple[datetime.datetime, ...]:
-    """The rounds' publication dates under shared generation `number` (a round's dates are never a change
-    confined to it): one query per process and generation."""
+def _publications(version: str) -> tuple[datetime.datetime, ...]:
+    """The rounds' publication dates as of `version`: the shared generation (a round's dates are never a
+    change confined to it) and, with a per-process cache, the shared stamp other processes' bumps leave.
+    One query per process and version."""
     global _snapshot
     snapshot = _snapshot
-    if snapshot is not None and snapshot.generation == number:
+    if snapshot is not None and snapshot.version == version:
         return snapshot.publications
     from catalog.models import Round
 
     dates = tuple(sorted(date for date in Round.objects.values_list("publication_date", flat=True)
                          if date is not None))
     with _snapshot_lock:
-        _snapshot = _Snapshot(number, dates)
+        _snapshot = _Snapshot(version, dates)
     return dates
 
 
@@ -84,8 +85,9 @@ def freshness(round_id: int | None = None) -> str:
     a hit. With `round_id`, for an answer about that round alone: a change confined to another round
     (core.cache.bump_generation) leaves it standing."""
     every, shared, this_round = generations(round_id)
-    passed = bisect.bisect_right(_publications(shared), timezone.now())
-    other = elsewhere(round_id) if _process_local() else ""
+    local = _process_local()
+    passed = bisect.bisect_right(_publications(f"{shared}/{shared_elsewhere() if local else ''}"), timezone.now())
+    other = elsewhere(round_id) if local else ""
     number = every if round_id is None else f"{shared}.r{this_round}"
     return f"{number}:{passed}:{other}"
 

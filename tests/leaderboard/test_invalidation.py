@@ -269,6 +269,24 @@ def test_an_admin_edit_of_a_round(world: World, django_capture_on_commit_callbac
     assert generation() > number
 
 
+def test_an_admin_rename_of_an_organization(client: Client, world: World, django_capture_on_commit_callbacks) -> None:
+    """Its name shows on every round's pages (the submitters to filter by)."""
+    from django.contrib import admin
+
+    from accounts.models import Organization
+
+    organization = world.acme.organization
+    model_admin = admin.site._registry[Organization]
+
+    def rename() -> None:
+        organization.name = "Renamed in the admin"
+        model_admin.save_model(RequestFactory().post("/admin/"), organization, form=None, change=True)
+
+    before = run_service(client, world, rename, django_capture_on_commit_callbacks)
+    assert client.get(world.page).content != before.page
+    assert "Renamed in the admin" in client.get(world.page).content.decode()
+
+
 # --- no signal does it -----------------------------------------------------------------------------------
 
 def test_a_bare_queryset_update_does_not_invalidate(client: Client, world: World) -> None:

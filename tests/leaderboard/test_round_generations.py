@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
+from django.core.cache import cache, caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+import core.cache
+from catalog.models import Round
 from core.cache import bump_generation, generation, generations
 from ingest.models import Submission
 from ingest.services import submissions
@@ -138,3 +141,21 @@ def test_a_change_confined_to_a_round_is_seen_at_once_on_that_rounds_cached_page
     _bumped(django_capture_on_commit_callbacks, round_id=past.pk)  # what result_store does for this round
     page, queries = _queries(visitor, url)
     assert "Nova Box" in page and _reads_results(queries)
+
+
+def test_with_a_per_process_cache_a_round_another_process_published_counts_at_once() -> None:
+    """The publication dates each process keeps are read again after another process's change of them (the
+    stamp it leaves), though this process's own numbers did not move: a round passing its date shows."""
+    assert isinstance(caches["default"], LocMemCache)  # the embedded default, which the tests run with
+    soon = RoundFactory(slug="soon-v1.0", publication_date=timezone.now() + datetime.timedelta(days=1))
+    cache.clear()
+
+    def passed() -> int:
+        return int(freshness(soon.pk).split(":")[1])
+
+    before, numbers = passed(), generations(soon.pk)
+    # Another process (manage.py round_phase) moves the date and bumps: its stamp, not this process's numbers.
+    Round.objects.filter(pk=soon.pk).update(publication_date=timezone.now() - datetime.timedelta(minutes=1))
+    core.cache._stamp()
+    assert generations(soon.pk) == numbers
+    assert passed() == before + 1
