@@ -25,8 +25,10 @@ def _preload_checkers(**kwargs: object) -> None:
     tool.preload_rules()
     # And the URL patterns compiled for reversing (~45 ms), which each child's first notification would compile.
     import django
+    from django.apps import apps
 
-    django.setup()  # idempotent: Celery's Django fixup has set it up by now
+    if not apps.ready:  # Celery's Django fixup has set it up by now; setting it up again redoes logging
+        django.setup()
     from core.warmup import url_reversing_warm
 
     url_reversing_warm()
