@@ -689,6 +689,14 @@ class ResultApi(ReadApi):
             return queryset
         return queryset.select_related("round", "organization").only(*RESULT_COLUMNS)
 
+    @cached_property
+    def freshness(self) -> str:
+        """A list of one round's results (`?round=`) is about that round alone: a change confined to another
+        round (an upload verified there) leaves its ETag, cached answer and count standing."""
+        if self.action == "list":
+            return cache.freshness(round_slug=self.request.query_params.get("round") or None)
+        return cache.freshness()
+
     def count_key(self) -> str:
         """The list's count depends on the data (freshness), what the caller may see and the filters;
         not on the page, its size or the ordering."""

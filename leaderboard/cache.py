@@ -57,36 +57,43 @@ def _process_local() -> bool:
 class _Snapshot:
     version: str
     publications: tuple[datetime.datetime, ...]  # every round's publication date, sorted
+    round_ids: dict[str, int]  # every round's id by its slug
 
 
 _snapshot: _Snapshot | None = None
 _snapshot_lock = threading.Lock()
 
 
-def _publications(version: str) -> tuple[datetime.datetime, ...]:
-    """The rounds' publication dates as of `version`: the shared generation (a round's dates are never a
-    change confined to it) and, with a per-process cache, the shared stamp other processes' bumps leave.
-    One query per process and version."""
+def _rounds(version: str) -> _Snapshot:
+    """The rounds' publication dates and ids as of `version`: the shared generation (a round's dates and slug
+    are never a change confined to it) and, with a per-process cache, the shared stamp other processes' bumps
+    leave. One query per process and version."""
     global _snapshot
     snapshot = _snapshot
     if snapshot is not None and snapshot.version == version:
-        return snapshot.publications
+        return snapshot
     from catalog.models import Round
 
-    dates = tuple(sorted(date for date in Round.objects.values_list("publication_date", flat=True)
-                         if date is not None))
+    rows = list(Round.objects.values_list("slug", "pk", "publication_date"))
+    snapshot = _Snapshot(version, tuple(sorted(date for _, _, date in rows if date is not None)),
+                         {slug: pk for slug, pk, _ in rows})
     with _snapshot_lock:
-        _snapshot = _Snapshot(version, dates)
-    return dates
+        _snapshot = snapshot
+    return snapshot
 
 
-def freshness(round_id: int | None = None) -> str:
+def freshness(round_id: int | None = None, *, round_slug: str | None = None) -> str:
     """Everything a cached public answer must be rebuilt after (see the module docstring); no query on
-    a hit. With `round_id`, for an answer about that round alone: a change confined to another round
-    (core.cache.bump_generation) leaves it standing."""
+    a hit. With `round_id` (or the round's `round_slug`), for an answer about that round alone: a change
+    confined to another round (core.cache.bump_generation) leaves it standing. A slug no round has: as
+    without one."""
     every, shared, this_round = generations(round_id)
     local = _process_local()
-    passed = bisect.bisect_right(_publications(f"{shared}/{shared_elsewhere() if local else ''}"), timezone.now())
+    rounds = _rounds(f"{shared}/{shared_elsewhere() if local else ''}")
+    if round_id is None and round_slug is not None and round_slug in rounds.round_ids:
+        round_id = rounds.round_ids[round_slug]
+        this_round = generations(round_id)[2]
+    passed = bisect.bisect_right(rounds.publications, timezone.now())
     other = elsewhere(round_id) if local else ""
     number = every if round_id is None else f"{shared}.r{this_round}"
     return f"{number}:{passed}:{other}"

@@ -159,3 +159,28 @@ def test_with_a_per_process_cache_a_round_another_process_published_counts_at_on
     core.cache._stamp()
     assert generations(soon.pk) == numbers
     assert passed() == before + 1
+
+
+def test_the_api_list_of_one_round_keeps_its_etag_through_a_change_in_another(
+        django_capture_on_commit_callbacks: Any) -> None:
+    past = _published_round()
+    cache.clear()
+    visitor = Client()
+
+    def etag(url: str) -> str:
+        response = visitor.get(url)
+        assert response.status_code == 200 and response.json()["results"], url
+        return str(response["ETag"])
+
+    def still(url: str, tag: str) -> bool:
+        return visitor.get(url, HTTP_IF_NONE_MATCH=tag).status_code == 304
+
+    one, every, unknown = (f"/api/v1/results/?round={past.slug}", "/api/v1/results/",
+                           "/api/v1/results/?round=no-such-round&all_versions=1")
+    tags = {url: etag(url) for url in (one, every)}
+    tags[unknown] = str(visitor.get(unknown)["ETag"])
+    _bumped(django_capture_on_commit_callbacks, round_id=past.pk + 1)  # an upload verified in another round
+    assert still(one, tags[one])
+    assert not still(every, tags[every]) and not still(unknown, tags[unknown])  # about every round, or none
+    _bumped(django_capture_on_commit_callbacks, round_id=past.pk)
+    assert not still(one, tags[one])
