@@ -17,7 +17,7 @@ from accounts.viewer import Visitor
 from core.errors import NotFound
 from core.views import shows_refusals
 from ingest.models import Finding, Result, Run
-from ingest.visibility import visible_results, visible_systems
+from ingest.visibility import visible_results
 from leaderboard import guides, logs, selectors
 from runners.selectors import result_badges
 
@@ -58,18 +58,15 @@ def organization_list(request: HttpRequest) -> HttpResponse:
 @require_safe
 @shows_refusals
 def organization_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    user = request.user
     organization = Organization.objects.filter(slug=slug).first()
-    rounds = selectors.organization_results(request.user, organization) if organization else []
-    systems = (visible_systems(request.user).filter(organization=organization)
-               .select_related("round").order_by("slug", "-round__publication_date")) if organization else None
+    rounds = selectors.organization_results(user, organization) if organization else []
+    systems, system_count = selectors.organization_systems(user, organization) if organization else ([], 0)
     # An organization whose every result is embargoed from this visitor is not there for them.
-    if organization is None or not (rounds or (systems is not None and systems.exists())):
+    if organization is None or not (rounds or systems):
         raise NotFound("No organization of that name with results you may see.")
-    newest: dict[str, Any] = {}
-    for system in systems or []:
-        newest.setdefault(system.slug, system)
     return render(request, "leaderboard/organization.html", {
-        "organization": organization, "rounds": rounds, "systems": list(newest.values()),
+        "organization": organization, "rounds": rounds, "systems": systems, "system_count": system_count,
     })
 
 
