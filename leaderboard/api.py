@@ -92,19 +92,47 @@ class Pages(PageNumberPagination):
 class CountedOnce(DjangoPaginator):
     """A paginator whose row count is kept in the cache under `count_key`: the key names everything the
     count depends on (the results generation, the published rounds, what the caller may see, the
-    filters), so a `COUNT(*)` over a large filtered set runs once per change of the data, not per page."""
+    filters), so a `COUNT(*)` over a large filtered set runs once per change of the data, not per page.
 
-    def __init__(self, object_list: Any, per_page: int, *, count_key: str, **kwargs: Any) -> None:
+    With `by_round` (each round's freshness, leaderboard.cache.freshness_by_round) the count is kept round
+    by round under `count_key` and that round's freshness: after a change confined to one round (an upload
+    verified there), only that round's rows are counted again."""
+
+    def __init__(self, object_list: Any, per_page: int, *, count_key: str, by_round: dict[int, str] | None = None,
+                 counted: QuerySet[Any] | None = None, **kwargs: Any) -> None:
         super().__init__(object_list, per_page, **kwargs)
         self.count_key = count_key
+        self.by_round = by_round
+        # What to count, where the page reads more than its rows (values() over joined columns: their joins
+        # would be counted through too).
+        self.counted = counted if counted is not None else object_list
 
     @cached_property
     def count(self) -> int:
+        if self.by_round is not None:
+            return self._count_by_round(self.by_round)
         stored = django_cache.get(self.count_key)
         if stored is None:
-            stored = cast(QuerySet[Any], self.object_list).count()
+            stored = cast(QuerySet[Any], self.counted).count()
             django_cache.set(self.count_key, stored, 3600)
         return int(stored)
+
+    def _count_by_round(self, by_round: dict[int, str]) -> int:
+        keys = {pk: f"{self.count_key}:{fresh}:{pk}" for pk, fresh in by_round.items()}
+        found = django_cache.get_many(list(keys.values()))
+        kept = {pk: int(found[key]) for pk, key in keys.items() if key in found}
+        if len(kept) == len(keys):
+            return sum(kept.values())
+        # Every round without a kept count in one grouped query (those changed since), named: PostgreSQL
+        # reads "all but the kept ones" by scanning every row. And, not kept, any round this process does not
+        # know yet (created since it read the list of rounds, so with a higher id): an index says at once.
+        missing = [pk for pk in keys if pk not in kept]
+        source = cast(QuerySet[Any], self.counted).order_by()
+        rows = source.filter(round_id__in=missing).values_list("round_id").annotate(n=Count("pk"))
+        counted = {round_id: n for round_id, n in rows}
+        django_cache.set_many({key: counted.get(pk, 0) for pk, key in keys.items() if pk not in kept}, 3600)
+        counted[0] = source.filter(round_id__gt=max(keys, default=0)).count()
+        return sum(kept.values()) + sum(counted.values())
 
 
 class CountCachedPages(Pages):
@@ -113,8 +141,9 @@ class CountCachedPages(Pages):
     def _count_once(self, view: Any) -> None:
         key = view.count_key() if view is not None and hasattr(view, "count_key") else None
         if key is not None:
-            self.django_paginator_class = cast(type[DjangoPaginator],
-                                               functools.partial(CountedOnce, count_key=key))
+            by_round = view.count_by_round() if hasattr(view, "count_by_round") else None
+            self.django_paginator_class = cast(type[DjangoPaginator], functools.partial(
+                CountedOnce, count_key=key, by_round=by_round, counted=getattr(view, "counted", None)))
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._count_once(view)
@@ -698,12 +727,17 @@ class ResultApi(ReadApi):
         return cache.freshness()
 
     def count_key(self) -> str:
-        """The list's count depends on the data (freshness), what the caller may see and the filters;
-        not on the page, its size or the ordering."""
+        """The list's count depends on the data (kept round by round: count_by_round), what the caller may
+        see and the filters; not on the page, its size or the ordering."""
         params = sorted((name, value) for name, values in self.request.query_params.lists()
                         for value in values if name not in NOT_FILTERS)
         digest = hashlib.sha256(repr(params).encode()).hexdigest()[:32]
-        return f"podium:api-count:results:{self.freshness}:{self.sees}:{digest}"
+        return f"podium:api-count:results:{self.sees}:{digest}"
+
+    def count_by_round(self) -> dict[int, str]:
+        """Each round's part of the count is about that round's results alone (a result belongs to one round):
+        keyed on its round's freshness, an upload verified in one round recounts that round only."""
+        return cache.freshness_by_round()
 
     @property
     def shape(self) -> ResultRows:
@@ -723,6 +757,7 @@ class ResultApi(ReadApi):
         queryset = queryset.annotate(official=ExpressionWrapper(ResultQuerySet.official_q(),
                                                                 output_field=BooleanField()))
         pages = cast(CountCachedPages, self.paginator)
+        self.counted = queryset  # the page's columns join the round and the organization; the count needs neither
         page = pages.page_slice(queryset.values(*self.shape.columns, "official"), self.request, self)
         rows, since = api_sql.page_json(page, self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1],
                                         timezone.now())

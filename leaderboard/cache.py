@@ -40,7 +40,7 @@ from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
-from core.cache import elsewhere, generations, shared_elsewhere
+from core.cache import elsewhere, generations, round_generations, shared_elsewhere
 
 T = TypeVar("T")
 
@@ -97,6 +97,20 @@ def freshness(round_id: int | None = None, *, round_slug: str | None = None) -> 
     other = elsewhere(round_id) if local else ""
     number = every if round_id is None else f"{shared}.r{this_round}"
     return f"{number}:{passed}:{other}"
+
+
+def freshness_by_round() -> dict[int, str]:
+    """`freshness(round_id)` of every round, in one cache read: for an answer about several rounds that is
+    kept round by round (the results list's count), so that a change confined to one round renews only
+    that round's part."""
+    local = _process_local()
+    shared = generations()[1]
+    rounds = _rounds(f"{shared}/{shared_elsewhere() if local else ''}")
+    ids = sorted(rounds.round_ids.values())
+    # The shared number the list of rounds was read under: one moved since renews every key next time.
+    numbers = round_generations(ids)[1]
+    passed = bisect.bisect_right(rounds.publications, timezone.now())
+    return {pk: f"{shared}.r{numbers[pk]}:{passed}:{elsewhere(pk) if local else ''}" for pk in ids}
 
 
 def public_key(name: str, *parts: Any, round_id: int | None = None) -> str:

@@ -200,3 +200,32 @@ def test_hostile_filters_never_widen_the_list_or_break_its_cached_count(query: s
         assert body["count"] == answers[1].json()["count"] == len(body["results"])
         assert not {row["id"] for row in body["results"]} & set(
             Result.objects.filter(round=data.secret).values_list("pk", flat=True))
+
+
+def test_the_count_is_kept_round_by_round(django_capture_on_commit_callbacks) -> None:
+    """A change confined to one round recounts that round's part of the count alone: a row written into
+    another round without telling the cache (no bump: what no service does) stays uncounted until that round
+    changes, while the changed round's new row is counted at once."""
+    from core.cache import bump_generation
+
+    data = Data()
+    client = signed_in(data.people)
+    url = "/api/v1/results/?benchmark=resnet"
+    before = client.get(url).json()["count"]
+    add_results(data.older, data.people, 1)  # unannounced: one resnet result in the older round
+    with django_capture_on_commit_callbacks(execute=True):
+        add_results(data.newest, data.people, 1)
+        bump_generation(round_id=data.newest.pk)
+    with CaptureQueriesContext(connection) as recount:
+        assert client.get(url).json()["count"] == before + 1
+    grouped = [q["sql"] for q in recount.captured_queries if "GROUP BY" in q["sql"].upper()]
+    assert len(grouped) == 1 and f"IN ({data.newest.pk})" in grouped[0]  # the changed round alone
+    with django_capture_on_commit_callbacks(execute=True):
+        bump_generation(round_id=data.older.pk)
+    assert client.get(url).json()["count"] == before + 2
+    # Page two, another ordering: nothing counted again.
+    with CaptureQueriesContext(connection) as again:
+        assert client.get(f"{url}&ordering=-score&page_size=2&page=2").json()["count"] == before + 2
+    assert not any("COUNT(" in q["sql"].upper() for q in again.captured_queries)
+    assert before + 2 == Result.objects.filter(benchmark_key="resnet").exclude(
+        round=data.secret, organization=data.people.zeta).count()
