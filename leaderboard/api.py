@@ -500,6 +500,15 @@ class SystemApi(ReadApi):
     def last_modified(self, obj: System) -> datetime.datetime | None:
         return _visible_since(obj.created_at, obj.round.publication_date)
 
+    def paginate_queryset(self, queryset: QuerySet[Any]) -> list[Any] | None:
+        """The page's ids first, then its rows: no index serves the ordering (it spans three tables), and
+        sorting every visible system whole (its description is the widest column) took 70 ms at 25,000."""
+        ids = super().paginate_queryset(queryset.values_list("pk", flat=True))
+        if ids is None:
+            return None
+        rows = {system.pk: system for system in queryset.order_by().filter(pk__in=ids)}
+        return [rows[pk] for pk in ids]
+
 
 # --- results, runs, findings --------------------------------------------------------------------------
 

@@ -229,3 +229,25 @@ def test_the_count_is_kept_round_by_round(django_capture_on_commit_callbacks) ->
     assert not any("COUNT(" in q["sql"].upper() for q in again.captured_queries)
     assert before + 2 == Result.objects.filter(benchmark_key="resnet").exclude(
         round=data.secret, organization=data.people.zeta).count()
+
+
+def test_the_systems_list_pages_in_its_order_and_never_shows_a_hidden_system() -> None:
+    """The list picks a page's ids in its order, then reads those rows: pages follow the ordering (newest
+    round first, then organization and slug), neither repeat nor skip a system, and hold only what the
+    caller may see."""
+    from ingest.models import System as SystemModel
+
+    data = Data()
+    client = signed_in(data.people)
+    seen: list[int] = []
+    url: str | None = "/api/v1/systems/?page_size=3"
+    while url:
+        body = client.get(url).json()
+        seen += [row["id"] for row in body["results"]]
+        url = body["next"]
+    visible = SystemModel.objects.exclude(round=data.secret, organization=data.people.zeta)
+    expected = sorted(visible.select_related("round", "organization"),
+                      key=lambda s: (-s.round.publication_date.timestamp(), s.organization.name, s.slug, s.pk))
+    assert seen == [s.pk for s in expected] and len(seen) > 3 * 3
+    anonymous = {row["id"] for row in Client().get("/api/v1/systems/?page_size=500").json()["results"]}
+    assert anonymous == set(visible.exclude(round=data.secret).values_list("pk", flat=True))
