@@ -83,6 +83,11 @@ def _last_modified(response: AnyResponse, latest: datetime.datetime | None) -> A
     return response
 
 
+def _desc(moment: datetime.datetime | None) -> float:
+    """A sort key putting later moments first (None: anywhere, the caller sorts it apart)."""
+    return -moment.timestamp() if moment is not None else 0.0
+
+
 class Pages(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"
@@ -94,11 +99,11 @@ class CountedOnce(DjangoPaginator):
     count depends on (the results generation, the published rounds, what the caller may see, the
     filters), so a `COUNT(*)` over a large filtered set runs once per change of the data, not per page.
 
-    With `by_round` (each round's freshness, leaderboard.cache.freshness_by_round) the count is kept round
-    by round under `count_key` and that round's freshness: after a change confined to one round (an upload
-    verified there), only that round's rows are counted again."""
+    With `by_round` the count is kept round by round (leaderboard.cache.kept_by_round, `count_key` naming
+    the rest): after a change confined to one round (an upload verified there), only that round's rows are
+    counted again."""
 
-    def __init__(self, object_list: Any, per_page: int, *, count_key: str, by_round: dict[int, str] | None = None,
+    def __init__(self, object_list: Any, per_page: int, *, count_key: str, by_round: bool = False,
                  counted: QuerySet[Any] | None = None, **kwargs: Any) -> None:
         super().__init__(object_list, per_page, **kwargs)
         self.count_key = count_key
@@ -109,30 +114,31 @@ class CountedOnce(DjangoPaginator):
 
     @cached_property
     def count(self) -> int:
-        if self.by_round is not None:
-            return self._count_by_round(self.by_round)
+        if self.by_round:
+            return self._count_by_round()
         stored = django_cache.get(self.count_key)
         if stored is None:
             stored = cast(QuerySet[Any], self.counted).count()
             django_cache.set(self.count_key, stored, 3600)
         return int(stored)
 
-    def _count_by_round(self, by_round: dict[int, str]) -> int:
-        keys = {pk: f"{self.count_key}:{fresh}:{pk}" for pk, fresh in by_round.items()}
-        found = django_cache.get_many(list(keys.values()))
-        kept = {pk: int(found[key]) for pk, key in keys.items() if key in found}
-        if len(kept) == len(keys):
-            return sum(kept.values())
-        # Every round without a kept count in one grouped query (those changed since), named: PostgreSQL
-        # reads "all but the kept ones" by scanning every row. And, not kept, any round this process does not
-        # know yet (created since it read the list of rounds, so with a higher id): an index says at once.
-        missing = [pk for pk in keys if pk not in kept]
+    def _count_by_round(self) -> int:
         source = cast(QuerySet[Any], self.counted).order_by()
-        rows = source.filter(round_id__in=missing).values_list("round_id").annotate(n=Count("pk"))
-        counted = {round_id: n for round_id, n in rows}
-        django_cache.set_many({key: counted.get(pk, 0) for pk, key in keys.items() if pk not in kept}, 3600)
-        counted[0] = source.filter(round_id__gt=max(keys, default=0)).count()
-        return sum(kept.values()) + sum(counted.values())
+        counted = False
+
+        def compute(stale: list[int]) -> dict[int, int]:
+            # The stale rounds in one grouped query, named: PostgreSQL reads "all but the kept ones" by
+            # scanning every row.
+            nonlocal counted
+            counted = True
+            rows = dict(source.filter(round_id__in=stale).values_list("round_id").annotate(n=Count("pk")))
+            return {pk: rows.get(pk, 0) for pk in stale}
+
+        kept = cache.kept_by_round("api-count", (self.count_key,), compute)
+        # Not kept: a round this process does not know yet (created since it read the list of rounds, so with
+        # a higher id), asked whenever something was counted; an index says at once.
+        newer = source.filter(round_id__gt=max(kept, default=0)).count() if counted or not kept else 0
+        return sum(kept.values()) + newer
 
 
 class CountCachedPages(Pages):
@@ -141,9 +147,9 @@ class CountCachedPages(Pages):
     def _count_once(self, view: Any) -> None:
         key = view.count_key() if view is not None and hasattr(view, "count_key") else None
         if key is not None:
-            by_round = view.count_by_round() if hasattr(view, "count_by_round") else None
             self.django_paginator_class = cast(type[DjangoPaginator], functools.partial(
-                CountedOnce, count_key=key, by_round=by_round, counted=getattr(view, "counted", None)))
+                CountedOnce, count_key=key, by_round=getattr(view, "count_by_round", False),
+                counted=getattr(view, "counted", None)))
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._count_once(view)
@@ -419,29 +425,43 @@ class OrganizationApi(ReadApi):
     def get_queryset(self) -> QuerySet[Organization]:
         return Organization.objects.filter(pk__in=self.visible_results().values("organization_id")).order_by("name")
 
-    def attach_rounds(self, organizations: Sequence[Organization]) -> None:
-        """One query for the whole page: each organization's visible current results per round."""
-        rows = (
-            self.visible_results().current()
-            .filter(organization__in=[o.pk for o in organizations])
-            .values("organization_id", "round__slug", "round__publication_date")
-            .annotate(results=Count("pk"), newest=Max("created_at"))
-            .order_by(F("round__publication_date").desc(nulls_last=True), "round__slug")
-        )
-        per_org: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            per_org[row["organization_id"]].append(row)
+    def attach_rounds(self, organizations: Sequence[Organization], *, whole_list: bool = False) -> None:
+        """Each organization's visible current results per round. For a page of the list (`whole_list`),
+        from every organization's counts kept round by round (leaderboard.cache.kept_by_round: an upload
+        verified in one round counts that round again, not every result); for one organization, read."""
+        current = self.visible_results().current().order_by()
+        groups = ("round_id", "organization_id")
+        if whole_list:
+            def compute(stale: list[int]) -> dict[int, list[tuple[int, int, int, datetime.datetime]]]:
+                kept: dict[int, list[tuple[int, int, int, datetime.datetime]]] = {pk: [] for pk in stale}
+                for row in current.filter(round_id__in=stale).values_list(*groups).annotate(
+                        n=Count("pk"), newest=Max("created_at")):
+                    kept[row[0]].append(row)
+                return kept
+
+            rows = [row for kept in cache.kept_by_round("api-organization-rounds", (self.sees,), compute).values()
+                    for row in kept]
+        else:
+            rows = list(current.filter(organization__in=[o.pk for o in organizations]).values_list(*groups)
+                        .annotate(n=Count("pk"), newest=Max("created_at")))
+        named = Round.objects.filter(pk__in={row[0] for row in rows}).only("slug", "publication_date")
+        rounds = {r.pk: r for r in named}
+        per_org: dict[int, list[tuple[Round, int, datetime.datetime]]] = defaultdict(list)
+        for round_id, organization_id, n, newest in rows:
+            if round_id in rounds:
+                per_org[organization_id].append((rounds[round_id], n, newest))
         for organization in organizations:
-            mine = per_org.get(organization.pk, [])
-            organization.visible_rounds = [{"round": r["round__slug"], "results": r["results"]} for r in mine]
-            organization.result_count = sum(r["results"] for r in mine)
-            stamps = [_visible_since(r["newest"], r["round__publication_date"]) for r in mine]
+            mine = sorted(per_org.get(organization.pk, []), key=lambda r: (r[0].publication_date is None,
+                                                                           _desc(r[0].publication_date), r[0].slug))
+            organization.visible_rounds = [{"round": r.slug, "results": n} for r, n, _ in mine]
+            organization.result_count = sum(n for _, n, _ in mine)
+            stamps = [_visible_since(newest, r.publication_date) for r, _, newest in mine]
             organization.newest = max(stamps, default=organization.created_at)
 
     def paginate_queryset(self, queryset: QuerySet[Organization]) -> list[Organization] | None:
         page = super().paginate_queryset(queryset)
         if page is not None:
-            self.attach_rounds(page)
+            self.attach_rounds(page, whole_list=True)
         return page
 
     def get_object(self) -> Organization:
@@ -743,10 +763,9 @@ class ResultApi(ReadApi):
         digest = hashlib.sha256(repr(params).encode()).hexdigest()[:32]
         return f"podium:api-count:results:{self.sees}:{digest}"
 
-    def count_by_round(self) -> dict[int, str]:
-        """Each round's part of the count is about that round's results alone (a result belongs to one round):
-        keyed on its round's freshness, an upload verified in one round recounts that round only."""
-        return cache.freshness_by_round()
+    # Each round's part of the count is about that round's results alone (a result belongs to one round):
+    # kept per round, an upload verified in one round recounts that round only (CountedOnce).
+    count_by_round = True
 
     @property
     def shape(self) -> ResultRows:

@@ -113,6 +113,24 @@ def freshness_by_round() -> dict[int, str]:
     return {pk: f"{shared}.r{numbers[pk]}:{passed}:{elsewhere(pk) if local else ''}" for pk in ids}
 
 
+def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int]], dict[int, T]],
+                  timeout: int = 3600) -> dict[int, T]:
+    """One value per round, for an answer about several rounds whose every part is about one round (a count,
+    per-round totals), each kept under `name`, `parts` and its round's freshness: after a change confined to
+    one round only that round's value is computed again. `compute(ids)` is called once, with the ids of
+    every round whose value is stale, and returns a value for each."""
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:24]
+    keys = {pk: f"podium:{name}:{fresh}:{digest}:{pk}" for pk, fresh in freshness_by_round().items()}
+    found = cache.get_many(list(keys.values()))
+    values = {pk: found[key] for pk, key in keys.items() if key in found}
+    missing = [pk for pk in keys if pk not in values]
+    if missing:
+        computed = compute(missing)
+        cache.set_many({keys[pk]: computed[pk] for pk in missing}, timeout)
+        values.update((pk, computed[pk]) for pk in missing)
+    return values
+
+
 def public_key(name: str, *parts: Any, round_id: int | None = None) -> str:
     raw = "|".join(str(p) for p in parts)
     digest = hashlib.sha256(raw.encode()).hexdigest()[:24]

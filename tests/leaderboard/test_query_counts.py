@@ -251,3 +251,31 @@ def test_the_systems_list_pages_in_its_order_and_never_shows_a_hidden_system() -
     assert seen == [s.pk for s in expected] and len(seen) > 3 * 3
     anonymous = {row["id"] for row in Client().get("/api/v1/systems/?page_size=500").json()["results"]}
     assert anonymous == set(visible.exclude(round=data.secret).values_list("pk", flat=True))
+
+
+def test_the_organizations_list_keeps_its_counts_round_by_round(django_capture_on_commit_callbacks) -> None:
+    """As the results count: a change confined to one round counts that round again, not the others; the
+    detail of one organization reads its own counts."""
+    from core.cache import bump_generation
+
+    data = Data()
+    client = signed_in(data.people)
+
+    def acme_rounds() -> dict[str, int]:
+        rows = client.get("/api/v1/organizations/").json()["results"]
+        return {r["round"]: r["results"] for r in next(o for o in rows if o["slug"] == "acme")["rounds"]}
+
+    before = acme_rounds()
+    assert before == {data.secret.slug: 2, data.newest.slug: 2, data.older.slug: 2}
+    add_results(data.older, data.people, 2)  # unannounced: one more Acme result per benchmark there
+    with django_capture_on_commit_callbacks(execute=True):
+        add_results(data.newest, data.people, 2)
+        bump_generation(round_id=data.newest.pk)
+    assert acme_rounds() == {**before, data.newest.slug: 4}
+    with django_capture_on_commit_callbacks(execute=True):
+        bump_generation(round_id=data.older.pk)
+    after = acme_rounds()
+    assert after == {data.secret.slug: 2, data.newest.slug: 4, data.older.slug: 4}
+    assert list(after) == [data.secret.slug, data.newest.slug, data.older.slug]  # newest first
+    detail = client.get("/api/v1/organizations/acme/").json()
+    assert detail["result_count"] == sum(after.values()) and [r["round"] for r in detail["rounds"]] == list(after)
