@@ -97,6 +97,7 @@ def round_results(user: Visitor, round_: Round, key: str, division: str) -> Resu
 # times the points, table rows and bytes. Every result stays in the round's table, export and the API.
 SCALING_FAMILIES = 12  # families drawn in the scaling chart: those with the most sizes
 SPREAD_BARS = 40  # bars in the spread chart: half the steadiest results, half the least steady
+CHOOSABLE = 100  # results offered for a closer look on the charts page
 SCALE_POINTS = 200  # points in the scale chart (one per submitter and scale): charts.scale_points_to_draw
 
 
@@ -562,9 +563,17 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
             reverse("leaderboard:chart_runs", args=[selected.pk]),
             for_visitor(request, "chart-run-times", (selected.pk,), lambda: run_times_data(selected)),
         )
+    # The results offered for a closer look: those with the largest spread (how the default is chosen), at most
+    # CHOOSABLE (every result of the view made the page grow with the round: 1,000 options at 200,000 results),
+    # and the one shown; any other opens from its result page.
+    offered = (in_view.order_by(F("runs_cv").desc(nulls_last=True), "pk")
+               .only("pk", "submitter", "system_name", "system_slug", "accelerator_count")[:CHOOSABLE])
+    choosable = {r.pk: r for r in offered}
+    if selected is not None:
+        choosable.setdefault(selected.pk, selected)
     context.update({
         "scale": scale, "scales": sorted({*scales, scale}), "selected": selected,
-        "choosable": list(in_view.order_by("submitter", "system_name", "pk")
-                          .only("pk", "submitter", "system_name", "system_slug", "accelerator_count")),
+        "choosable": sorted(choosable.values(), key=lambda r: (r.submitter, r.system_name, r.pk)),
+        "more_results": len(offered) == CHOOSABLE and in_view.count() > CHOOSABLE,
     })
     return render(request, "leaderboard/charts.html", context)

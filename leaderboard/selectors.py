@@ -22,11 +22,12 @@ from leaderboard.cache import cached_public
 @dataclass(frozen=True)
 class ResultCounts:
     """Current results the visitor may see, counted per round (results, organizations), per benchmark and
-    per accelerator model."""
+    per accelerator model; and the organizations they are of."""
 
     rounds: dict[int, tuple[int, int]]
     benchmarks: dict[str, int]
     accelerators: dict[str, int]
+    organizations: set[int]
 
 
 def result_counts(user: Visitor) -> ResultCounts:
@@ -39,16 +40,18 @@ def result_counts(user: Visitor) -> ResultCounts:
     rounds: dict[int, tuple[int, int]] = {}
     benchmarks: dict[str, int] = {}
     accelerators: dict[str, int] = {}
+    organizations: set[int] = set()
     for round_id in visible_rounds(user).order_by().values_list("pk", flat=True):
         groups = cached_public("round-result-counts", (round_id, sees), partial(_round_counts, user, round_id),
                                round_id=round_id)
         if groups:
             rounds[round_id] = (sum(group[-1] for group in groups), len({group[1] for group in groups}))
-        for key, _, model, n in groups:
+        for key, organization_id, model, n in groups:
             benchmarks[key] = benchmarks.get(key, 0) + n
+            organizations.add(organization_id)
             if model:
                 accelerators[model] = accelerators.get(model, 0) + n
-    return ResultCounts(rounds, benchmarks, accelerators)
+    return ResultCounts(rounds, benchmarks, accelerators, organizations)
 
 
 def _round_counts(user: Visitor, round_id: int) -> list[tuple[str, int, str, int]]:

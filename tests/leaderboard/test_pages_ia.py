@@ -121,8 +121,11 @@ def test_an_organization_with_only_embargoed_results_is_404_for_a_visitor_not_it
         client: Client, world) -> None:
     _html(client, "/organizations/hiddenco/", 404)
     _html(client, "/organizations/no-such-org/", 404)
+    listed = _html(client, "/organizations/")
+    assert "/organizations/acme/" in listed and "/organizations/hiddenco/" not in listed
     client.force_login(_member_of(world["hidden"]))
     assert "Secret Sys" in _html(client, "/organizations/hiddenco/")
+    assert "/organizations/hiddenco/" in _html(client, "/organizations/")
 
 
 def test_system_page_shows_the_system_across_rounds(client: Client, world) -> None:

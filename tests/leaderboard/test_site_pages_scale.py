@@ -123,3 +123,25 @@ def test_an_organization_page_shows_each_rounds_first_results_and_each_system_on
                                                                                                   flat=True))
     assert systems.count("<tr><td>") == len(slugs) > 2
     assert "Twin, as it is" in systems and "Twin, as it was" not in systems
+
+
+def test_the_charts_page_offers_the_results_with_the_largest_spread_and_the_one_shown(monkeypatch) -> None:
+    from leaderboard import chart_views
+
+    monkeypatch.setattr(chart_views, "CHOOSABLE", 3)
+    data = Data()
+    data.grow(6)
+    in_view = Result.objects.filter(round=data.newest, benchmark_key="resnet", division="closed")
+    assert in_view.count() > 3
+    url = f"/rounds/{data.newest.slug}/charts/?benchmark=resnet&division=closed"
+
+    def offered(html: str) -> set[int]:
+        select = html.split('id="option-result"')[1].split("</select>")[0]
+        return {int(pk) for pk in re.findall(r'value="(\d+)"', select)}
+
+    html = Client().get(url).content.decode()
+    steadiest_last = list(in_view.order_by("-runs_cv", "pk").values_list("pk", flat=True))
+    assert offered(html) == set(steadiest_last[:3])
+    assert "The list offers the 3 with the largest spread" in html
+    other = steadiest_last[-1]
+    assert offered(Client().get(f"{url}&result={other}").content.decode()) == {*steadiest_last[:3], other}
