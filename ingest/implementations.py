@@ -25,6 +25,7 @@ from django.db import transaction
 
 from accounts.services import audit_record
 from catalog.models import Round
+from core.cache import bump_generation
 from ingest import storage
 from ingest.bundles.implementations import BENCHMARKS, IMPLEMENTATIONS, ImplementationLimits, scan_implementations
 from ingest.bundles.implementations import pack as pack_tree
@@ -105,6 +106,7 @@ def implementations_record(*, submission: Submission, packed: list[Packed], acto
             audit_record(actor=actor, action="implementation.create", subject=implementation,
                          after={"path": item.path, "digest": item.digest, "systems": item.systems,
                                 "files": len(item.files)})
+            bump_generation(round_id=submission.round_id)  # a result page links its code
         recorded.append(implementation)
     return recorded
 
@@ -136,6 +138,10 @@ def implementation_findings_store(*, submission: Submission) -> list[Finding]:
                      f"round reproduces a sample of its results, and a result is run again from the code it "
                      f"ships, {folder}/<implementation>/ with run_and_time.sh and config_<system>.sh"),
         ))
+    if stored:
+        # The findings API shows them: an import run again that adds only these finishes its submission
+        # unchanged (no bump there), so they would wait for the next change to be seen.
+        bump_generation(round_id=submission.round_id)
     return stored
 
 
