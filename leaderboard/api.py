@@ -95,34 +95,22 @@ class Pages(PageNumberPagination):
 
 
 class CountedOnce(DjangoPaginator):
-    """A paginator whose row count is kept in the cache under `count_key`: the key names everything the
-    count depends on (the results generation, the published rounds, what the caller may see, the
-    filters), so a `COUNT(*)` over a large filtered set runs once per change of the data, not per page.
+    """A paginator whose row count is kept in the cache round by round (leaderboard.cache.kept_by_round):
+    each round's part under `count_key` (what the caller may see, the filters) and its round's freshness
+    (the data, the published rounds), so a `COUNT(*)` over a large filtered set runs once per change of
+    the data, not per page, and after a change confined to one round (an upload verified there) only that
+    round's rows are counted again."""
 
-    With `by_round` the count is kept round by round (leaderboard.cache.kept_by_round, `count_key` naming
-    the rest): after a change confined to one round (an upload verified there), only that round's rows are
-    counted again."""
-
-    def __init__(self, object_list: Any, per_page: int, *, count_key: str, by_round: bool = False,
-                 counted: QuerySet[Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, object_list: Any, per_page: int, *, count_key: str, counted: QuerySet[Any] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(object_list, per_page, **kwargs)
         self.count_key = count_key
-        self.by_round = by_round
         # What to count, where the page reads more than its rows (values() over joined columns: their joins
         # would be counted through too).
         self.counted = counted if counted is not None else object_list
 
     @cached_property
     def count(self) -> int:
-        if self.by_round:
-            return self._count_by_round()
-        stored = django_cache.get(self.count_key)
-        if stored is None:
-            stored = cast(QuerySet[Any], self.counted).count()
-            django_cache.set(self.count_key, stored, 3600)
-        return int(stored)
-
-    def _count_by_round(self) -> int:
         source = cast(QuerySet[Any], self.counted).order_by()
         counted = False
 
@@ -148,8 +136,7 @@ class CountCachedPages(Pages):
         key = view.count_key() if view is not None and hasattr(view, "count_key") else None
         if key is not None:
             self.django_paginator_class = cast(type[DjangoPaginator], functools.partial(
-                CountedOnce, count_key=key, by_round=getattr(view, "count_by_round", False),
-                counted=getattr(view, "counted", None)))
+                CountedOnce, count_key=key, counted=getattr(view, "counted", None)))
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._count_once(view)
@@ -756,16 +743,13 @@ class ResultApi(ReadApi):
         return cache.freshness()
 
     def count_key(self) -> str:
-        """The list's count depends on the data (kept round by round: count_by_round), what the caller may
-        see and the filters; not on the page, its size or the ordering."""
+        """The list's count depends on the data (each round's part kept under its round's freshness: a
+        result belongs to one round, CountedOnce), what the caller may see and the filters; not on the
+        page, its size or the ordering."""
         params = sorted((name, value) for name, values in self.request.query_params.lists()
                         for value in values if name not in NOT_FILTERS)
         digest = hashlib.sha256(repr(params).encode()).hexdigest()[:32]
         return f"podium:api-count:results:{self.sees}:{digest}"
-
-    # Each round's part of the count is about that round's results alone (a result belongs to one round):
-    # kept per round, an upload verified in one round recounts that round only (CountedOnce).
-    count_by_round = True
 
     @property
     def shape(self) -> ResultRows:

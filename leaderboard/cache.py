@@ -95,22 +95,29 @@ def freshness(round_id: int | None = None, *, round_slug: str | None = None) -> 
         this_round = generations(round_id)[2]
     passed = bisect.bisect_right(rounds.publications, timezone.now())
     other = elsewhere(round_id) if local else ""
-    number = every if round_id is None else f"{shared}.r{this_round}"
-    return f"{number}:{passed}:{other}"
+    if round_id is None:
+        return f"{every}:{passed}:{other}"
+    return _of_round(shared, this_round, passed, other)
+
+
+def _of_round(shared: int, number: int | None, passed: int, other: str) -> str:
+    """The freshness of an answer about one round: the shared number, the round's, the rounds published and
+    (per-process cache) what other processes bumped."""
+    return f"{shared}.r{number}:{passed}:{other}"
 
 
 def freshness_by_round() -> dict[int, str]:
-    """`freshness(round_id)` of every round, in one cache read: for an answer about several rounds that is
-    kept round by round (the results list's count), so that a change confined to one round renews only
-    that round's part."""
+    """`freshness(round_id)` of every round, in two cache reads (the shared number, then every round's):
+    for an answer about several rounds that is kept round by round (kept_by_round), so that a change
+    confined to one round renews only that round's part."""
     local = _process_local()
-    shared = generations()[1]
+    shared = round_generations([])[0]
     rounds = _rounds(f"{shared}/{shared_elsewhere() if local else ''}")
     ids = sorted(rounds.round_ids.values())
     # The shared number the list of rounds was read under: one moved since renews every key next time.
     numbers = round_generations(ids)[1]
     passed = bisect.bisect_right(rounds.publications, timezone.now())
-    return {pk: f"{shared}.r{numbers[pk]}:{passed}:{elsewhere(pk) if local else ''}" for pk in ids}
+    return {pk: _of_round(shared, numbers[pk], passed, elsewhere(pk) if local else "") for pk in ids}
 
 
 def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int]], dict[int, T]],

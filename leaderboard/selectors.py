@@ -178,9 +178,13 @@ def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:
     for result in results:
         by_round.setdefault(result.round_id, []).append(result)
         rounds.setdefault(result.round_id, result.round)
-    ordered = sorted(rounds.values(), key=lambda r: (r.publication_date is not None, r.publication_date, r.pk),
-                     reverse=True)
+    ordered = sorted(rounds.values(), key=_newest_first, reverse=True)
     return [RoundResults(r, definitions.get(r.pk), by_round.get(r.pk, []), totals.get(r.pk, 0)) for r in ordered]
+
+
+def _newest_first(round_: Round) -> tuple[bool, Any, int]:
+    """With reverse=True: published rounds newest first, then those without a date."""
+    return (round_.publication_date is not None, round_.publication_date, round_.pk)
 
 
 def organization_results(user: Visitor, organization: Organization) -> list[RoundResults]:
@@ -194,8 +198,7 @@ def organization_results(user: Visitor, organization: Organization) -> list[Roun
     for result in results:
         grouped.setdefault(result.round_id, RoundResults(result.round, None, [], totals[result.round_id])
                            ).results.append(result)
-    return sorted(grouped.values(), key=lambda g: (g.round.publication_date is not None, g.round.publication_date,
-                                                   g.round.pk), reverse=True)
+    return sorted(grouped.values(), key=lambda group: _newest_first(group.round), reverse=True)
 
 
 ORGANIZATION_SYSTEMS = 50  # the newest on an organization's page; each round's table lists its systems
