@@ -228,6 +228,26 @@ def visible_results(user: Visitor | Viewer, *, now: datetime.datetime | None = N
     return Result.objects.filter(_result_q(grant, now))
 
 
+def visible_round_results(user: Visitor | Viewer, round_: Round, *,
+                          now: datetime.datetime | None = None) -> ResultQuerySet:
+    """`visible_results(user).filter(round=round_)`, the same rule decided beforehand for this one round,
+    whose dates are at hand: the query then names no other table. Reading a round's filter choices or its
+    rows' order from an index alone, in the index's order, needs that (no join to read the publication
+    date of every row's round): 10 -> 4 ms for 20,000 results in a round (bench/profile_api.py, PostgreSQL)."""
+    grant, now = _grant_at(user, now)
+    results = Result.objects.filter(round_id=round_.pk)
+    if grant.everything or round_.pk in grant.rounds:
+        return results
+    mine = Q(organization__in=grant.organizations) if grant.organizations else None
+    if round_.publication_date is None or round_.publication_date > now:
+        return results.filter(mine) if mine is not None else results.none()
+    held = _held_now()
+    if held is None or held == ():  # published, nothing held: every result of the round
+        return results
+    public = ~Q(pk__in=held)
+    return results.filter(public | mine if mine is not None else public)
+
+
 def visible_runs(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[Run]:
     grant, now = _grant_at(user, now)
     return Run.objects.filter(_result_q(grant, now, prefix="result__", result="result"))

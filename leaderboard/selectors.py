@@ -15,7 +15,13 @@ from accounts.models import Organization
 from accounts.viewer import Visitor, viewer_of
 from catalog.models import Benchmark, Round
 from ingest.models import Result, ResultQuerySet, System
-from ingest.visibility import viewer_fingerprint, visible_results, visible_rounds, visible_systems
+from ingest.visibility import (
+    viewer_fingerprint,
+    visible_results,
+    visible_round_results,
+    visible_rounds,
+    visible_systems,
+)
 from leaderboard.cache import kept_by_round
 
 
@@ -98,7 +104,7 @@ def newest_published_round(user: Visitor) -> Round | None:
 def round_highlights(user: Visitor, round_: Round) -> list[Highlight]:
     """Per benchmark, one query for its fastest closed result and, where there is none, one for its fastest
     of any division: each reads the first entries of an index (result_chart_points), not the round."""
-    ranked = (visible_results(user).current().ranked().filter(round=round_)
+    ranked = (visible_round_results(user, round_).current().ranked()
               .select_related("organization", "system").order_by("score", "pk"))
     highlights = []
     for benchmark in round_.benchmarks.all():

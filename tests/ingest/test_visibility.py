@@ -27,8 +27,8 @@ from tests.factories import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SELECTORS = {"visible_results", "visible_runs", "visible_findings", "visible_systems", "visible_submissions",
-             "visible_rounds"}
+SELECTORS = {"visible_results", "visible_round_results", "visible_runs", "visible_findings", "visible_systems",
+             "visible_submissions", "visible_rounds"}
 
 
 def test_the_public_api_is_the_selectors_and_nothing_that_forgets_the_hold() -> None:
@@ -184,3 +184,39 @@ def test_beyond_the_list_limit_the_rule_stays_a_subquery(monkeypatch) -> None:
     bump_generation()
     assert not isinstance(visibility._held_now(), tuple)
     assert set(visibility.visible_results(AnonymousUser()).values_list("pk", flat=True)) == {kept.pk}
+
+
+@pytest.mark.parametrize("phase", ["open", "review", "published", "published, held", "no date"])
+def test_one_rounds_results_are_the_rule_decided_for_that_round(db, phase) -> None:
+    """visible_round_results decides the rule in Python for one round (no join to the round): every
+    visitor must see exactly what visible_results(...).filter(round=...) shows, in every phase."""
+    from catalog.models import Round
+    from tests.people import make_people, set_phase
+
+    people = make_people()
+    round_, other = RoundFactory(), RoundFactory()
+    benchmark = BenchmarkFactory(round=round_)
+    mine = {org.slug: ResultFactory(system=SystemFactory(round=round_, organization=org), benchmark=benchmark)
+            for org in (people.acme, people.zeta, people.omega)}
+    ResultFactory(system=SystemFactory(round=other, organization=people.acme))  # another round: never counted
+    round_.chairs.add(people.chair)
+    if phase == "no date":
+        set_phase(round_, Round.Phase.OPEN)
+        Round.objects.filter(pk=round_.pk).update(publication_date=None)
+        round_.refresh_from_db()
+    else:
+        set_phase(round_, Round.Phase.PUBLISHED if phase.startswith("published") else phase)
+    if phase == "published, held":
+        Flag.objects.create(round=round_, result=mine["acme"], raised_by=people.carol, rule="rcp", description="held")
+    seen = {}
+    for user in (AnonymousUser(), people.alice, people.carol, people.dave, people.chair, people.staff):
+        expected = set(visibility.visible_results(user).filter(round=round_).values_list("pk", flat=True))
+        decided = set(visibility.visible_round_results(user, round_).values_list("pk", flat=True))
+        assert decided == expected, (phase, user)
+        seen[str(user)] = decided
+    every = {r.pk for r in mine.values()}
+    assert seen["staff"] == every
+    assert seen["alice"] >= {mine["acme"].pk}
+    public = {"open": set(), "no date": set(), "review": set(), "published": every,
+              "published, held": every - {mine["acme"].pk}}[phase]
+    assert seen["AnonymousUser"] == public
