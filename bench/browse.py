@@ -20,12 +20,13 @@ declares, serves them with Datasette (from the `bench` extra: a venv of its own,
 and measures the same filtered, ordered page of 100 through Datasette's JSON API, side by side with Podium's
 and with Podium's /healthz (one `SELECT 1` through the same server: the floor under any page of Podium's).
 
-Printed: median and p95 per URL, with the 1-minute load average beside every figure; Podium/Datasette for
-the API page (goal <= 0.5x) and the floor/Datasette beside it; the growth from the smallest to the largest
-size per URL (goal <= 1.5x), and for the round's CSV export, which holds 10x the rows by construction, also
-the growth of its time to first byte (it streams) and of its time per 1,000 rows; the RSS of the gunicorn
-workers after each size; the SQL queries per request (cold cache) per URL. Databases and servers it made are
-dropped and killed on exit, also on Ctrl-C.
+Printed: median and p95 per URL, with the 1-minute load average beside every figure; Podium/Datasette for the
+API page (goal <= 0.5x) and beside it the floor/Datasette and the page's own reads run again alone in the
+database (floor + database: what no Python around these queries can go under); the growth from the smallest to
+the largest size per URL (goal <= 1.5x), and for the round's CSV export, which holds 10x the rows by
+construction, also the growth of its time to first byte (it streams) and of its time per 1,000 rows; the RSS
+of the gunicorn workers after each size; the SQL queries per request (cold cache) per URL. Databases and
+servers it made are dropped and killed on exit, also on Ctrl-C.
 
     .venv/bin/python bench/browse.py [--sizes 20000,200000] [--database-url postgres://postgres@127.0.0.1:5432/podium_bench]
         [--seconds 10] [--workers 2] [--threads 4] [--clients 1] [--cache-url redis://...]
@@ -361,6 +362,33 @@ def queries_per_request(paths: dict[str, str], cookie: str) -> dict[str, tuple[i
     return counts
 
 
+def database_time(path: str, cookie: str, repeat: int = 30) -> tuple[int, float]:
+    """(queries, median ms) of one signed-in request's SQL, run again alone on this process's connection,
+    back to back: what the database itself takes of the page (planning included, as each request plans
+    its queries), whatever the server around it does. With the floor (/healthz) it bounds from below any
+    answer this server could give with these queries."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client(HTTP_COOKIE=cookie)
+    for _ in range(3):  # the steady state a server keeps (its connection, the cached count and dates)
+        client.get(path)
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path)
+    assert response.status_code == 200, (path, response.status_code)
+    reads = [q["sql"] for q in captured.captured_queries if q["sql"].lstrip("(").upper().startswith("SELECT")]
+    times = []
+    with connection.cursor() as cursor:
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for sql in reads:
+                cursor.execute(sql)
+                cursor.fetchall()
+            times.append(time.perf_counter() - start)
+    return len(reads), statistics.median(times) * 1000
+
+
 # --- servers ---------------------------------------------------------------------------------------------
 
 def free_port() -> int:
@@ -655,6 +683,7 @@ class SizeResult:
     csv_first_byte: Figures
     csv_rows: int
     changed: dict[str, Figures]
+    api_database: tuple[int, float]  # the compared API page's reads and their median ms, run alone
 
 
 @dataclass
@@ -755,6 +784,7 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
             peer = datasette(tmp, sqlite_path)
             try:
                 same_page(p.server.port, api, p.made.cookie, peer.port, f"/bench/results.json?{DATASETTE_QUERY}")
+                api_database = database_time(api, p.made.cookie)
                 # Back to back: Podium's uncached page and Datasette's for the same query on the same rows,
                 # and with them the floor under any page of Podium's: /healthz, which runs one `SELECT 1`
                 # through the same server and middleware (no session read, no other query).
@@ -771,9 +801,11 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
             print(f"  Podium    {api} (signed in)\n            {ours}\n"
                   f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n"
                   f"            {theirs}\n  Datasette the same with &_nocount=1 (reference)\n            {uncounted}\n"
-                  f"  Podium    /healthz (one SELECT 1: the floor under any page)\n            {floor}")
+                  f"  Podium    /healthz (one SELECT 1: the floor under any page)\n            {floor}\n"
+                  f"  Podium's page: its {api_database[0]} reads run again alone in the database, back to back: "
+                  f"median {api_database[1]:.1f} ms; {load()}")
             results.append(SizeResult(p.made, cached[index], uncached[index], theirs, ours, floor, rss, p.queries,
-                                      first_bytes[index], csv_rows[index], changed[index]))
+                                      first_bytes[index], csv_rows[index], changed[index], api_database))
         return results
     except BaseException:
         for p in prepared:
@@ -797,6 +829,12 @@ def summary(results: list[SizeResult]) -> None:
         # this much of Datasette's time through the same server.
         print(f"  {'':>7}           the floor (/healthz, one SELECT 1, same server) {result.floor.median_ms:.1f} ms = "
               f"{result.floor.median_ms / result.datasette.median_ms:.2f}x Datasette's page")
+        # And what the database takes of the page's own queries: floor + database bound from below any
+        # answer through this server with these queries, whatever the Python around them.
+        reads, database_ms = result.api_database
+        print(f"  {'':>7}           the page's {reads} reads, run alone in the database: {database_ms:.1f} ms = "
+              f"{database_ms / result.datasette.median_ms:.2f}x; floor + database "
+              f"{(result.floor.median_ms + database_ms) / result.datasette.median_ms:.2f}x Datasette's page")
     if len(results) < 2:
         return
     small, large = results[0], results[-1]
