@@ -419,6 +419,8 @@ class OrganizationApi(ReadApi):
     def get_queryset(self) -> QuerySet[Organization]:
         # One probe of an organization's results per organization, stopped at its first visible one, not a
         # semi-join over every visible result: 15 -> 0.8 ms for 60 organizations and 200,000 results.
+        if getattr(self, "swagger_fake_view", False):  # the schema's generation: no request, no database read
+            return Organization.objects.none()
         mine = self.visible_results().filter(organization_id=OuterRef("pk"))
         return Organization.objects.filter(Exists(mine)).order_by("name")
 
