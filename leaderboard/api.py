@@ -117,10 +117,11 @@ class CountedOnce(DjangoPaginator):
 
         def compute(stale: list[int]) -> dict[int, int]:
             # The stale rounds in one grouped query, named: PostgreSQL reads "all but the kept ones" by
-            # scanning every row.
+            # scanning every row. COUNT(*), not of the id: PostgreSQL then may count from an index that holds
+            # what the filters read but not the id (the unfiltered list: 36 -> 7 ms for a 20,000-result round).
             nonlocal counted
             counted = True
-            rows = dict(source.filter(round_id__in=stale).values_list("round_id").annotate(n=Count("pk")))
+            rows = dict(source.filter(round_id__in=stale).values_list("round_id").annotate(n=Count("*")))
             return {pk: rows.get(pk, 0) for pk in stale}
 
         kept = cache.kept_by_round("api-count", (self.count_key,), compute)
