@@ -21,6 +21,7 @@ from django.db.models import (
     BigIntegerField,
     Case,
     Count,
+    Exists,
     F,
     FloatField,
     IntegerField,
@@ -43,7 +44,7 @@ from accounts.viewer import Visitor
 from catalog.models import Benchmark, Round
 from core.errors import BadRequest, Refusal
 from ingest.models import Result, ResultQuerySet, Run, System
-from ingest.visibility import visible_results, visible_rounds
+from ingest.visibility import visible_results, visible_round_results, visible_rounds
 from leaderboard import charts
 from leaderboard.cache import cached_public
 
@@ -63,6 +64,12 @@ PUBLIC_MAX_AGE = 60
 def scored_results(user: Visitor) -> ResultQuerySet:
     """What every chart draws: current, verified, scored results this visitor may see."""
     return visible_results(user).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
+
+
+def scored_round_results(user: Visitor, round_: Round) -> ResultQuerySet:
+    """scored_results of one round, the embargo decided for it beforehand: no join, so a round's charts read
+    result_chart_points alone."""
+    return visible_round_results(user, round_).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
 
 
 # The columns a chart point is built from, in this order: charts read these few with values_list(), never whole rows.
@@ -89,7 +96,7 @@ def _point(row: Sequence[Any]) -> charts.ResultPoint:
 
 
 def round_results(user: Visitor, round_: Round, key: str, division: str) -> ResultQuerySet:
-    return scored_results(user).filter(round=round_, benchmark_key=key, division=division)
+    return scored_round_results(user, round_).filter(benchmark_key=key, division=division)
 
 
 # What the round charts draw is bounded by what a reader can take in, not by the size of the round: a
@@ -499,9 +506,9 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
     division = request.GET.get("division", "")
     if division not in DIVISIONS:
         division = DEFAULT_DIVISION  # the page falls back where the JSON endpoints answer 400
-    keys = set(scored_results(user).filter(round=round_).order_by("benchmark_key")
-               .values_list("benchmark_key", flat=True).distinct())
-    benchmarks = [b for b in round_.benchmarks.all() if b.key in keys]
+    # A probe per benchmark of the round (result_chart_points: round, benchmark), not a pass over its results.
+    scored = scored_round_results(user, round_).filter(benchmark_key=OuterRef("key"))
+    benchmarks = list(round_.benchmarks.filter(Exists(scored)))
     wanted = request.GET.get("benchmark", "")
     benchmark = next((b for b in benchmarks if b.key == wanted), benchmarks[0] if benchmarks else None)
     context: dict[str, Any] = {
@@ -551,7 +558,7 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
                 for_visitor(request, "chart-history", (benchmark.key, division, scale),
                             lambda: history_data(user, benchmark.key, division, scale))),
     ]
-    in_view = scored_results(user).filter(round=round_, benchmark_key=benchmark.key, division=division)
+    in_view = scored_round_results(user, round_).filter(benchmark_key=benchmark.key, division=division)
     raw_result = request.GET.get("result", "")
     selected = in_view.filter(pk=int(raw_result)).first() if raw_result.isdigit() else None
     if selected is None:
