@@ -44,7 +44,7 @@ from accounts.viewer import Visitor
 from catalog.models import Benchmark, Round
 from core.errors import BadRequest, Refusal
 from ingest.models import Result, ResultQuerySet, Run, System
-from ingest.visibility import visible_results, visible_round_results, visible_rounds
+from ingest.visibility import visible_results, visible_results_of_rounds, visible_round_results, visible_rounds
 from leaderboard import charts
 from leaderboard.cache import cached_public
 
@@ -494,7 +494,10 @@ def run_times_json(request: HttpRequest, pk: int) -> bytes:
 
 
 def _scale_choices(user: Visitor, key: str, division: str) -> list[int]:
-    counts = (scored_results(user).filter(benchmark_key=key, division=division, accelerator_count__gt=0)
+    # Every round's, with the embargo decided round by round (no join): result_chart_points, read alone.
+    every_round = Round.objects.only("publication_date").order_by()
+    scored = visible_results_of_rounds(user, every_round).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
+    counts = (scored.filter(benchmark_key=key, division=division, accelerator_count__gt=0)
               .order_by("accelerator_count").values_list("accelerator_count", flat=True).distinct())
     return sorted(set(counts))
 
