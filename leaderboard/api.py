@@ -522,12 +522,55 @@ class SystemApi(ReadApi):
 
     def paginate_queryset(self, queryset: QuerySet[Any]) -> list[Any] | None:
         """The page's ids first, then its rows: no index serves the ordering (it spans three tables), and
-        sorting every visible system whole (its description is the widest column) took 70 ms at 25,000."""
-        ids = super().paginate_queryset(queryset.values_list("pk", flat=True))
+        sorting every visible system whole (its description is the widest column) took 70 ms at 25,000.
+        The ids are picked round by round (_RoundByRound): only the rounds the page reaches are sorted."""
+        ids = super().paginate_queryset(cast(Any, _RoundByRound(queryset)))
         if ids is None:
             return None
         rows = {system.pk: system for system in queryset.order_by().filter(pk__in=ids)}
         return [rows[pk] for pk in ids]
+
+
+class _RoundByRound:
+    """The systems list's ids as the paginator reads them (its length, a slice), in the list's order: the
+    newest round first, so the rounds published at one moment form one group, which the rest of the order
+    (organization, slug, id) sorts whole. The systems are counted per round in one grouped query, and a
+    slice sorts only the groups it reaches: 28 ms at 25,000 systems for sorting all of them, a page of one
+    round sorts that round's."""
+
+    def __init__(self, queryset: QuerySet[System]) -> None:
+        self.queryset = queryset
+
+    @cached_property
+    def groups(self) -> list[tuple[list[int], int]]:
+        """(rounds, systems) of each group, in the list's order."""
+        counts = dict(self.queryset.order_by().values_list("round_id").annotate(n=Count("*")))
+        dates = dict(Round.objects.filter(pk__in=counts).values_list("pk", "publication_date"))
+        together: dict[datetime.datetime | None, list[int]] = defaultdict(list)
+        for pk in sorted(counts):
+            together[dates.get(pk)].append(pk)
+        # Newest first, those without a date last: publication_date DESC NULLS LAST, as the ordering says.
+        order = sorted(together, key=lambda date: (date is None, -date.timestamp() if date else 0.0))
+        return [(together[date], sum(counts[pk] for pk in together[date])) for date in order]
+
+    def count(self) -> int:
+        return sum(n for _, n in self.groups)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, window: slice) -> list[int]:
+        start, stop = window.start or 0, window.stop if window.stop is not None else self.count()
+        ids: list[int] = []
+        first = 0
+        for rounds, n in self.groups:
+            if first >= stop:
+                break
+            if first + n > start:
+                ids += self.queryset.filter(round_id__in=rounds).values_list("pk", flat=True)[
+                    max(start - first, 0):min(stop, first + n) - first]
+            first += n
+        return ids
 
 
 # --- results, runs, findings --------------------------------------------------------------------------

@@ -279,3 +279,41 @@ def test_the_organizations_list_keeps_its_counts_round_by_round(django_capture_o
     assert list(after) == [data.secret.slug, data.newest.slug, data.older.slug]  # newest first
     detail = client.get("/api/v1/organizations/acme/").json()
     assert detail["result_count"] == sum(after.values()) and [r["round"] for r in detail["rounds"]] == list(after)
+
+
+def test_the_systems_list_pages_round_by_round_across_shared_dates_and_undated_rounds() -> None:
+    """The ids are picked round by round: rounds published at the same moment are one group (their systems
+    sorted together by organization, slug, id), a round without a date comes last, and a page that crosses
+    groups neither repeats nor skips a system, whatever the page size."""
+    from django.contrib.auth import get_user_model
+
+    from accounts.models import Organization
+
+    when = timezone.now() - datetime.timedelta(days=3)
+    twins = [RoundFactory(slug=f"twin-{i}", publication_date=when) for i in range(2)]
+    older = RoundFactory(slug="older", publication_date=when - datetime.timedelta(days=9))
+    undated = RoundFactory(slug="undated", publication_date=None)
+    organizations = [Organization.objects.create(name=name, slug=name.lower()) for name in ("Beta", "Alpha", "Gamma")]
+    for round_, organization, slug in itertools.product([*twins, older, undated], organizations, ("s2", "s1")):
+        SystemFactory(round=round_, organization=organization, slug=slug)
+    staff = get_user_model().objects.create_user("root", password="pw-123-long-enough", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    systems = System.objects.select_related("round", "organization")
+    expected = [s.pk for s in sorted(systems, key=lambda s: (
+        s.round.publication_date is None, -s.round.publication_date.timestamp() if s.round.publication_date else 0,
+        s.organization.name, s.slug, s.pk))]
+    assert len(expected) == 24
+    # The twins' systems interleave: one organization's systems of both rounds come before the next's.
+    assert {systems.get(pk=pk).round_id for pk in expected[:4]} == {twins[0].pk, twins[1].pk}
+    for size in (1, 3, 5, 7, 24, 500):
+        seen: list[int] = []
+        url: str | None = f"/api/v1/systems/?page_size={size}"
+        while url:
+            body = client.get(url).json()
+            assert body["count"] == 24
+            seen += [row["id"] for row in body["results"]]
+            url = body["next"]
+        assert seen == expected, size
+    past = client.get("/api/v1/systems/?page_size=5&page=6")
+    assert past.status_code == 404
