@@ -550,14 +550,11 @@ class _RoundByRound:
         for pk in sorted(counts):
             together[dates.get(pk)].append(pk)
         # Newest first, those without a date last: publication_date DESC NULLS LAST, as the ordering says.
-        order = sorted(together, key=lambda date: (date is None, -date.timestamp() if date else 0.0))
+        order = sorted(together, key=lambda date: (date is None, _desc(date)))
         return [(together[date], sum(counts[pk] for pk in together[date])) for date in order]
 
     def count(self) -> int:
         return sum(n for _, n in self.groups)
-
-    def __len__(self) -> int:
-        return self.count()
 
     def __getitem__(self, window: slice) -> list[int]:
         start, stop = window.start or 0, window.stop if window.stop is not None else self.count()

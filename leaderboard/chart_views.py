@@ -61,15 +61,20 @@ PUBLIC_MAX_AGE = 60
 # Reads
 
 
+def _scored(visible: ResultQuerySet) -> ResultQuerySet:
+    """What every chart draws of the visible results: the current, verified, scored ones."""
+    return visible.current().ranked().filter(verdict=Result.Verdict.VERIFIED)
+
+
 def scored_results(user: Visitor) -> ResultQuerySet:
     """What every chart draws: current, verified, scored results this visitor may see."""
-    return visible_results(user).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
+    return _scored(visible_results(user))
 
 
 def scored_round_results(user: Visitor, round_: Round) -> ResultQuerySet:
     """scored_results of one round, the embargo decided for it beforehand: no join, so a round's charts read
     result_chart_points alone."""
-    return visible_round_results(user, round_).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
+    return _scored(visible_round_results(user, round_))
 
 
 # The columns a chart point is built from, in this order: charts read these few with values_list(), never whole rows.
@@ -495,9 +500,8 @@ def run_times_json(request: HttpRequest, pk: int) -> bytes:
 
 def _scale_choices(user: Visitor, key: str, division: str) -> list[int]:
     # Every round's, with the embargo decided round by round (no join): result_chart_points, read alone.
-    every_round = Round.objects.only("publication_date").order_by()
-    scored = visible_results_of_rounds(user, every_round).current().ranked().filter(verdict=Result.Verdict.VERIFIED)
-    counts = (scored.filter(benchmark_key=key, division=division, accelerator_count__gt=0)
+    counts = (_scored(visible_results_of_rounds(user))
+              .filter(benchmark_key=key, division=division, accelerator_count__gt=0)
               .order_by("accelerator_count").values_list("accelerator_count", flat=True).distinct())
     return sorted(set(counts))
 

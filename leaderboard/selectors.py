@@ -187,9 +187,8 @@ def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:
     # benchmark's 25,000 results (PostgreSQL).
     official = Case(When(score__isnull=False, verdict=Result.Verdict.VERIFIED, then=Value(0)), default=Value(1),
                     output_field=IntegerField())
-    every_round = Round.objects.only("publication_date").order_by()
     results, totals = _first_of_each_round(
-        user, visible_results_of_rounds(user, every_round).current().filter(benchmark_key=key),
+        user, visible_results_of_rounds(user).current().filter(benchmark_key=key),
         [official.asc(), F("score").asc(nulls_last=True), F("pk").asc()], BENCHMARK_ROUND_ROWS)
     by_round: dict[int, list[Result]] = {}
     rounds: dict[int, Round] = {b.round_id: b.round for b in definitions.values()}
