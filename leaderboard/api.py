@@ -89,6 +89,13 @@ def _desc(moment: datetime.datetime | None) -> float:
     return -moment.timestamp() if moment is not None else 0.0
 
 
+def _filters_digest(request: Request) -> str:
+    """The query string's filters (not the page, its size, the ordering or the format), in a fixed order."""
+    params = sorted((name, value) for name, values in request.query_params.lists()
+                    for value in values if name not in NOT_FILTERS)
+    return hashlib.sha256(repr(params).encode()).hexdigest()[:32]
+
+
 class Pages(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"
@@ -520,11 +527,17 @@ class SystemApi(ReadApi):
     def last_modified(self, obj: System) -> datetime.datetime | None:
         return _visible_since(obj.created_at, obj.round.publication_date)
 
+    def count_key(self) -> str:
+        """Each round's count of systems is kept as the results list's count is (docs/api.md): a system is
+        stored with a result of its round, and every change of what may be seen of it moves that round's
+        freshness."""
+        return f"podium:api-count:systems:{self.sees}:{_filters_digest(self.request)}"
+
     def paginate_queryset(self, queryset: QuerySet[Any]) -> list[Any] | None:
         """The page's ids first, then its rows: no index serves the ordering (it spans three tables), and
         sorting every visible system whole (its description is the widest column) took 70 ms at 25,000.
         The ids are picked round by round (_RoundByRound): only the rounds the page reaches are sorted."""
-        ids = super().paginate_queryset(cast(Any, _RoundByRound(queryset)))
+        ids = super().paginate_queryset(cast(Any, _RoundByRound(queryset, count_key=self.count_key())))
         if ids is None:
             return None
         rows = {system.pk: system for system in queryset.order_by().filter(pk__in=ids)}
@@ -538,13 +551,33 @@ class _RoundByRound:
     slice sorts only the groups it reaches: 28 ms at 25,000 systems for sorting all of them, a page of one
     round sorts that round's."""
 
-    def __init__(self, queryset: QuerySet[System]) -> None:
+    def __init__(self, queryset: QuerySet[System], *, count_key: str) -> None:
         self.queryset = queryset
+        self.count_key = count_key
+
+    def counts(self) -> dict[int, int]:
+        """The systems of each round that has any, each round's count kept in the cache under `count_key`
+        and its round's freshness (leaderboard.cache.kept_by_round), as CountedOnce keeps the results'."""
+        source = self.queryset.order_by()
+        counted = False
+
+        def compute(stale: list[int]) -> dict[int, int]:
+            nonlocal counted
+            counted = True
+            rows = dict(source.filter(round_id__in=stale).values_list("round_id").annotate(n=Count("*")))
+            return {pk: rows.get(pk, 0) for pk in stale}
+
+        kept = cache.kept_by_round("api-count", (self.count_key,), compute)
+        counts = {pk: n for pk, n in kept.items() if n}
+        if counted or not kept:  # a round created since this process read the list of rounds (a higher id)
+            counts.update(source.filter(round_id__gt=max(kept, default=0)).values_list("round_id")
+                          .annotate(n=Count("*")))
+        return counts
 
     @cached_property
     def groups(self) -> list[tuple[list[int], int]]:
         """(rounds, systems) of each group, in the list's order."""
-        counts = dict(self.queryset.order_by().values_list("round_id").annotate(n=Count("*")))
+        counts = self.counts()
         dates = dict(Round.objects.filter(pk__in=counts).values_list("pk", "publication_date"))
         together: dict[datetime.datetime | None, list[int]] = defaultdict(list)
         for pk in sorted(counts):
@@ -799,10 +832,7 @@ class ResultApi(ReadApi):
         """The list's count depends on the data (each round's part kept under its round's freshness: a
         result belongs to one round, CountedOnce), what the caller may see and the filters; not on the
         page, its size or the ordering."""
-        params = sorted((name, value) for name, values in self.request.query_params.lists()
-                        for value in values if name not in NOT_FILTERS)
-        digest = hashlib.sha256(repr(params).encode()).hexdigest()[:32]
-        return f"podium:api-count:results:{self.sees}:{digest}"
+        return f"podium:api-count:results:{self.sees}:{_filters_digest(self.request)}"
 
     @property
     def shape(self) -> ResultRows:

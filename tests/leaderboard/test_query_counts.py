@@ -150,6 +150,35 @@ def test_a_new_result_moves_the_cached_count(django_capture_on_commit_callbacks)
     assert client.get(url).json()["count"] == before + 1
 
 
+def test_the_systems_list_count_is_kept_round_by_round(django_capture_on_commit_callbacks) -> None:
+    """Counted once per filter and caller, not per page; a system stored in one round counts that round again,
+    and only that one."""
+    from core.cache import bump_generation
+
+    data = Data()
+    client = signed_in(data.people)
+    cache.clear()
+    url = "/api/v1/systems/?page_size=2"
+    visible = System.objects.exclude(round=data.secret, organization=data.people.zeta)
+    first = client.get(url).json()["count"]
+    assert first == visible.count()
+    with CaptureQueriesContext(connection) as page_two:
+        assert client.get(f"{url}&page=2").json()["count"] == first
+    assert not any("COUNT(" in q["sql"].upper() for q in page_two.captured_queries)
+    # Other filters, another caller (what the rule grants them differs): other counts.
+    assert client.get(f"{url}&division=open").json()["count"] == visible.filter(division="open").count()
+    assert Client().get(url).json()["count"] == System.objects.exclude(round=data.secret).count()
+    with django_capture_on_commit_callbacks(execute=True):
+        SystemFactory(round=data.newest, organization=data.people.acme)
+        bump_generation(round_id=data.newest.pk)
+    with CaptureQueriesContext(connection) as after:
+        assert client.get(f"{url}&page=2").json()["count"] == first + 1
+    counted = [q["sql"] for q in after.captured_queries if "COUNT(" in q["sql"].upper()]
+    # That round, and (as something was counted) any round newer than this process knows: no other.
+    assert len(counted) == 2 and f'"round_id" IN ({data.newest.pk})' in counted[0]
+    assert f'"round_id" > {max(r.pk for r in (data.older, data.newest, data.secret))}' in counted[1]
+
+
 def history_rows(client: Client, scale: int = 8) -> dict[str, list[str]]:
     body = client.get(f"/benchmarks/resnet/history.json?division=closed&scale={scale}").json()
     return {row[0].removesuffix(" (embargoed)"): row for row in body["table"]["rows"]}
