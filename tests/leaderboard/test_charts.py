@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import plotly
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from catalog.models import Round
 from ingest.models import Result, System
@@ -404,3 +407,38 @@ def test_convergence_partial_needs_only_the_result(published) -> None:
     assert f'data-src="/results/{small.pk}/convergence.json"' in html and 'data-chart="convergence"' in html
     assert PLOTLY_URL in html and "charts.js" in html
     assert "75.90% top-1 accuracy" in html
+
+
+def _reads_scales(sql: str) -> bool:
+    return sql.startswith('SELECT DISTINCT "ingest_result"."round_id"')
+
+
+def _scale_options(client: Client, slug: str = "training-v9.0") -> list[int]:
+    page = client.get(f"/rounds/{slug}/charts/?benchmark=resnet").content.decode()
+    select = page.split('id="option-scale"', 1)[1].split("</select>", 1)[0]
+    return [int(value) for value in re.findall(r'<option value="(\d+)"', select)]
+
+
+@pytest.mark.django_db
+def test_the_scale_choices_are_every_rounds_kept_round_by_round(people, published, embargoed,
+                                                                django_capture_on_commit_callbacks) -> None:
+    """Every round's accelerator counts the visitor may see (the embargoed round's only to its submitter),
+    each round's kept in the cache: a second page reads none again, a result stored in one round reads that
+    round again."""
+    from core.cache import bump_generation
+
+    alice, dave = signed_in(people.alice), signed_in(people.dave)
+    _result(embargoed.round, embargoed.benchmark, people.acme, "acme-128-next", 128, 4.0)
+    assert _scale_options(alice) == [8, 16, 64, 128]  # the embargoed round's 128 is Acme's
+    assert _scale_options(dave) == [8, 16, 64]
+    with CaptureQueriesContext(connection) as again:
+        assert _scale_options(alice) == [8, 16, 64, 128]
+    assert not any(_reads_scales(q["sql"]) for q in again.captured_queries)
+    round_, _ = published
+    with django_capture_on_commit_callbacks(execute=True):
+        _result(round_, round_.benchmarks.get(key="resnet"), people.zeta, "zeta-256", 256, 2.0)
+        bump_generation(round_id=round_.pk)
+    with CaptureQueriesContext(connection) as after:
+        assert _scale_options(dave) == [8, 16, 64, 256]
+    read = [q["sql"] for q in after.captured_queries if _reads_scales(q["sql"])]
+    assert len(read) == 1 and f'"round_id" IN ({round_.pk})' in read[0]
