@@ -26,7 +26,9 @@ from tests.people import People, make_people
 
 pytestmark = pytest.mark.django_db
 
-ACCELERATORS = itertools.cycle([8, 16, 64, 8, 256])
+# By position in a round, not by a counter the tests share: the same sizes whichever test ran before (each
+# submitter's first closed result in a round has 8).
+SIZES = [8, 16, 64, 8, 256]
 
 
 def add_results(round_: Round, people: People, count: int, *, start: float = 10.0) -> list[Result]:
@@ -35,7 +37,8 @@ def add_results(round_: Round, people: People, count: int, *, start: float = 10.
     for benchmark in round_.benchmarks.all():
         for i in range(count):
             organization = people.acme if i % 2 else people.zeta
-            system = SystemFactory(round=round_, organization=organization, accelerator_count=next(ACCELERATORS),
+            size = SIZES[i // 2 % len(SIZES)]
+            system = SystemFactory(round=round_, organization=organization, accelerator_count=size,
                                    division=System.Division.OPEN if i % 3 == 2 else System.Division.CLOSED)
             made.append(ResultFactory(system=system, benchmark=benchmark, score=start + i, submitter=organization.name,
                                       accelerator_count=system.accelerator_count, runs_cv=0.01 * (i + 1)))
@@ -177,6 +180,46 @@ def test_the_systems_list_count_is_kept_round_by_round(django_capture_on_commit_
     # That round, and (as something was counted) any round newer than this process knows: no other.
     assert len(counted) == 2 and f'"round_id" IN ({data.newest.pk})' in counted[0]
     assert f'"round_id" > {max(r.pk for r in (data.older, data.newest, data.secret))}' in counted[1]
+
+
+@pytest.mark.parametrize("path", ["runs", "findings"])
+def test_the_runs_and_findings_lists_count_round_by_round_and_one_results_at_once(
+        path: str, django_capture_on_commit_callbacks) -> None:
+    from core.cache import bump_generation
+    from ingest.models import Finding, Run
+    from tests.factories import FindingFactory
+
+    data = Data()
+    for result in Result.objects.exclude(pk=data.shown.pk):
+        if path == "runs":
+            RunFactory(result=result, position=0)
+        else:
+            FindingFactory(result=result, submission=result.submission)
+    model = Run if path == "runs" else Finding
+    visible = model.objects.exclude(result__round=data.secret, result__organization=data.people.zeta)
+    client = signed_in(data.people)
+    cache.clear()
+    url = f"/api/v1/{path}/?page_size=2"
+    expected = client.get(url).json()["count"]
+    assert expected == visible.count() > 5
+    with CaptureQueriesContext(connection) as page_two:
+        assert client.get(f"{url}&page=2").json()["count"] == expected
+    assert not any("COUNT(" in q["sql"].upper() for q in page_two.captured_queries)
+    assert Client().get(url).json()["count"] == model.objects.exclude(result__round=data.secret).count()
+    # One result's: counted at once, not kept (a key per result would fill the cache).
+    one = Result.objects.filter(round=data.newest).exclude(pk=data.shown.pk).first()
+    assert client.get(f"{url}&result={one.pk}").json()["count"] == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        if path == "runs":
+            RunFactory(result=one, position=1)
+        else:
+            FindingFactory(result=one, submission=one.submission)
+        bump_generation(round_id=data.newest.pk)
+    assert client.get(f"{url}&result={one.pk}").json()["count"] == 2
+    with CaptureQueriesContext(connection) as after:
+        assert client.get(url).json()["count"] == expected + 1
+    counted = [q["sql"] for q in after.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert len(counted) == 2 and f" IN ({data.newest.pk})" in counted[0]
 
 
 def history_rows(client: Client, scale: int = 8) -> dict[str, list[str]]:
