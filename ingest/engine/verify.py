@@ -365,12 +365,16 @@ def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: 
 
 def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None = None,
                 digest: str | None = None, mode: str = UPLOAD,
-                checker_budget_s: float | None = None) -> ItemReport:
+                checker_budget_s: float | None = None, keep_scratch: bool = False) -> ItemReport:
     """`mode`: UPLOAD (a bundle from a submitter: trust nothing in it) or IMPORT (an official results
     tree, whose published scaling.json stands). `checker_budget_s`: the most one checker call may
-    take (default tool.default_budget(): tool.CHECKER_BUDGET_S or PODIUM_CHECKER_BUDGET_S)."""
+    take (default tool.default_budget(): tool.CHECKER_BUDGET_S or PODIUM_CHECKER_BUDGET_S).
+    `keep_scratch`: the checkers' working copies are left in `scratch_root` for the caller to remove with it
+    (an upload's task removes its folder once the verdict is stored: not on the way to it)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if keep_scratch and scratch_root is None:
+        raise ValueError("keep_scratch needs a scratch_root of the caller's, which the caller removes")
     budget = _Budget(tool.default_budget() if checker_budget_s is None else checker_budget_s)
     system_bytes = source.system_json.read_bytes() if source.system_json else None
     facts = read_system_desc(system_bytes, source.system_rel, ruleset, mode=mode)
@@ -434,7 +438,8 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
     finally:
         if ahead is not None:
             ahead.cancel()
-        shutil.rmtree(top, ignore_errors=True)
+        if not keep_scratch:
+            shutil.rmtree(top, ignore_errors=True)
     report.checker_seconds = budget.spent
     report.checker_longest_s = budget.longest
     make_storable(report)

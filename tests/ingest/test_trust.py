@@ -239,6 +239,45 @@ def test_a_fault_of_podiums_own_ends_in_error_at_once_with_nothing_current(
     assert len(calls) == 2 and not Result.objects.filter(submission=submission).exists()  # nothing half-stored
 
 
+def _working_copies() -> set[str]:
+    from ingest import storage
+
+    return {p.name for p in storage.scratch_dir().glob("podium-verify-*")}
+
+
+def test_the_working_copies_go_once_the_verdict_is_stored_whatever_the_outcome(
+        people, round_open, demo_tree, tmp_path, django_capture_on_commit_callbacks, monkeypatch):
+    """The unpacked bundle and the checkers' copies are removed after the store (not on the way to the verdict),
+    and on every path: a verdict, a platform fault handed back, a bug of ours."""
+    before = _working_copies()
+    seen_at_store: list[set[str]] = []
+    real_store = submissions.result_store
+
+    def store_then(outcome):
+        def store(**kwargs):
+            seen_at_store.append(_working_copies() - before)
+            if outcome is not None:
+                raise outcome
+            return real_store(**kwargs)
+        return store
+
+    folder = item_folder(demo_tree, tmp_path)
+    for n, (outcome, expected) in enumerate([
+            (None, Submission.State.VERIFIED),
+            (OperationalError("server closed the connection unexpectedly"), submissions.PlatformFault),
+            (DataError("value out of range for type integer"), Submission.State.ERROR)]):
+        with django_capture_on_commit_callbacks(execute=False):
+            pk = upload(api(people.alice), variant(folder, n)).json()["id"]
+        monkeypatch.setattr(submissions, "result_store", store_then(outcome))
+        if isinstance(expected, type):
+            with pytest.raises(expected):
+                submissions.submission_verify(submission_id=pk)
+        else:
+            assert submissions.submission_verify(submission_id=pk) == expected
+        assert len(seen_at_store[-1]) == 1  # still there while the verdict is stored
+        assert _working_copies() == before, outcome  # and gone after, whatever happened
+
+
 # --- the lease ------------------------------------------------------------------------------------------
 
 
