@@ -241,6 +241,7 @@ RESULT_FILTERS = [
     ("system_type=on_premises", ["zeta_resnet", "zeta_bert", "acme_old"]),
     ("submitter=acme", ["acme_resnet", "acme_bert", "acme_old"]),  # organization slug
     ("submitter=TESSELLATE CLOUD", ["zeta_resnet", "zeta_bert"]),  # name, any case
+    ("submitter=nobody", []),  # neither a name nor a slug
     ("system=zeta-8", ["zeta_resnet", "zeta_bert"]),
     ("accelerator_model=z9", ["zeta_resnet", "zeta_bert"]),
     ("accelerator_model=fictional", ["acme_resnet", "acme_bert", "acme_old"]),
