@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -158,18 +159,30 @@ BENCHMARK_ROUND_ROWS = 25  # per round on a benchmark's page; the round's table 
 ORGANIZATION_ROUND_ROWS = 50  # per round on an organization's page; likewise
 
 
-def _first_of_each_round(user: Visitor, results: QuerySet[Result], order: list[Any], limit: int,
+def _first_of_each_round(user: Visitor, name: str, parts: tuple[Any, ...],
+                         results_of: Callable[[QuerySet[Round]], QuerySet[Result]], order: list[Any], limit: int,
                          ) -> tuple[list[Result], dict[int, int]]:
-    """The first `limit` of `results` in each round by `order`, in that order (round by round), with their
-    round, organization, system and benchmark, and how many each round has. The numbering reads a few
+    """The first `limit` of each round's `results_of(rounds)` by `order`, in that order (round by round), with
+    their round, organization, system and benchmark, and how many each round has. The numbering reads a few
     columns of every row; only the picked rows are read whole (all of a benchmark's 20,000, with their
-    round, organization and system, took 0.3 s)."""
-    picked = list(results.order_by()
+    round, organization and system, took 0.3 s). Each round's picks are kept (kept_by_round, under `name`,
+    `parts` and what the visitor may see), so after an upload only its round is numbered again (a
+    benchmark's 25,000 results, every round at once: 25 ms)."""
+
+    def compute(stale: list[int]) -> dict[int, tuple[list[tuple[int, int]], int]]:
+        rounds = Round.objects.filter(pk__in=stale).only("publication_date").order_by()
+        picked = (results_of(rounds).order_by()
                   .annotate(place=Window(RowNumber(), partition_by=[F("round_id")], order_by=order),
                             in_round=Window(Count("pk"), partition_by=[F("round_id")]))
                   .filter(place__lte=limit).values_list("pk", "round_id", "place", "in_round"))
-    place = {pk: n for pk, _, n, _ in picked}
-    totals = {round_id: total for _, round_id, _, total in picked}
+        found: dict[int, tuple[list[tuple[int, int]], int]] = {pk: ([], 0) for pk in stale}
+        for pk, round_id, n, in_round in picked:
+            found[round_id] = ([*found[round_id][0], (pk, n)], in_round)
+        return found
+
+    kept = kept_by_round(name, (viewer_fingerprint(user), limit, *parts), compute)
+    place = {pk: n for picks, _ in kept.values() for pk, n in picks}
+    totals = {round_id: total for round_id, (picks, total) in kept.items() if picks}
     rows = (visible_results(user).filter(pk__in=place).select_related("round", "organization", "system", "benchmark")
             .defer("system__description"))  # the largest column, shown on the system's page alone
     return sorted(rows, key=lambda r: (r.round_id, place[r.pk])), totals
@@ -188,7 +201,8 @@ def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:
     official = Case(When(score__isnull=False, verdict=Result.Verdict.VERIFIED, then=Value(0)), default=Value(1),
                     output_field=IntegerField())
     results, totals = _first_of_each_round(
-        user, visible_results_of_rounds(user).current().filter(benchmark_key=key),
+        user, "benchmark-first", (key,),
+        lambda rounds: visible_results_of_rounds(user, rounds).current().filter(benchmark_key=key),
         [official.asc(), F("score").asc(nulls_last=True), F("pk").asc()], BENCHMARK_ROUND_ROWS)
     by_round: dict[int, list[Result]] = {}
     rounds: dict[int, Round] = {b.round_id: b.round for b in definitions.values()}
@@ -208,7 +222,8 @@ def organization_results(user: Visitor, organization: Organization) -> list[Roun
     """The organization's current results the visitor may see, per round (newest first), by system: the
     first ORGANIZATION_ROUND_ROWS of each round, and how many there are."""
     results, totals = _first_of_each_round(
-        user, visible_results(user).current().filter(organization=organization),
+        user, "organization-first", (organization.pk,),
+        lambda rounds: visible_results_of_rounds(user, rounds).current().filter(organization=organization),
         [F("system_slug").asc(), F("benchmark__position").asc(nulls_last=True), F("benchmark_key").asc(),
          F("pk").asc()], ORGANIZATION_ROUND_ROWS)
     grouped: dict[int, RoundResults] = {}

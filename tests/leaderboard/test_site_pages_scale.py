@@ -69,6 +69,41 @@ def test_a_benchmark_page_shows_each_rounds_first_results_best_first(monkeypatch
     assert f"The first 3 of {acme} results" in _section(member, data.secret.slug)
 
 
+def test_a_benchmark_pages_rounds_are_numbered_once_and_again_only_where_a_result_was_stored(
+        monkeypatch, django_capture_on_commit_callbacks) -> None:
+    from django.core.cache import cache
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(selectors, "BENCHMARK_ROUND_ROWS", 3)
+    data = Data()
+    data.grow(2)
+    cache.clear()
+    client = signed_in(data.people)
+
+    def numbered(captured: CaptureQueriesContext) -> list[str]:
+        return [q["sql"] for q in captured.captured_queries if "ROW_NUMBER()" in q["sql"]]
+
+    def shown(html: str) -> list[str]:
+        return re.findall(r'href="/results/(\d+)/"', html)
+
+    first = shown(client.get("/benchmarks/resnet/").content.decode())
+    assert len(first) > 6
+    with CaptureQueriesContext(connection) as again:
+        assert shown(client.get("/benchmarks/resnet/").content.decode()) == first
+    assert numbered(again) == []
+    with django_capture_on_commit_callbacks(execute=True):
+        fastest = add_results(data.newest, data.people, 1, start=0.5)  # the fastest of the round now
+        bump_generation(round_id=data.newest.pk)
+    with CaptureQueriesContext(connection) as after:
+        section = _section(client.get("/benchmarks/resnet/").content.decode(), data.newest.slug)
+    (read,) = numbered(after)
+    assert f'"round_id" IN ({data.newest.pk})' in read
+    resnet = next(r for r in fastest if r.benchmark_key == "resnet")
+    assert shown(section)[0] == str(resnet.pk)
+    assert f"The first 3 of {Result.objects.filter(round=data.newest, benchmark_key='resnet').count()}" in section
+
+
 def test_a_round_with_few_results_shows_them_all_without_a_link() -> None:
     data = Data()
     section = _section(Client().get("/benchmarks/resnet/").content.decode(), data.newest.slug)
