@@ -120,25 +120,31 @@ class CountedOnce(DjangoPaginator):
 
     @cached_property
     def count(self) -> int:
-        source = cast(QuerySet[Any], self.counted).order_by()
-        counted = False
+        kept, newer = counts_by_round(cast(QuerySet[Any], self.counted), self.count_key, self.round_field)
+        return sum(kept.values()) + (newer.count() if newer is not None else 0)
 
-        def compute(stale: list[int]) -> dict[int, int]:
-            # The stale rounds in one grouped query, named: PostgreSQL reads "all but the kept ones" by
-            # scanning every row. COUNT(*), not of the id: PostgreSQL then may count from an index that holds
-            # what the filters read but not the id (the unfiltered list: 36 -> 7 ms for a 20,000-result round).
-            nonlocal counted
-            counted = True
-            field = self.round_field
-            rows = dict(source.filter(**{f"{field}__in": stale}).values_list(field).annotate(n=Count("*")))
-            return {pk: rows.get(pk, 0) for pk in stale}
 
-        kept = cache.kept_by_round("api-count", (self.count_key,), compute)
-        # Not kept: a round this process does not know yet (created since it read the list of rounds, so with
-        # a higher id), asked whenever something was counted; an index says at once.
-        newer = (source.filter(**{f"{self.round_field}__gt": max(kept, default=0)}).count()
-                 if counted or not kept else 0)
-        return sum(kept.values()) + newer
+def counts_by_round(queryset: QuerySet[Any], count_key: str, round_field: str = "round_id",
+                    ) -> tuple[dict[int, int], QuerySet[Any] | None]:
+    """How many rows of `queryset` each round has (`round_field` names a row's round), each round's count kept
+    in the cache under `count_key` and its round's freshness (leaderboard.cache.kept_by_round); and the rows of
+    rounds this process does not know yet (created since it read the list of rounds, so with a higher id),
+    for the caller to count, or None: asked whenever something was counted (an index says at once)."""
+    source = queryset.order_by()
+    counted = False
+
+    def compute(stale: list[int]) -> dict[int, int]:
+        # The stale rounds in one grouped query, named: PostgreSQL reads "all but the kept ones" by scanning
+        # every row. COUNT(*), not of the id: PostgreSQL then may count from an index that holds what the
+        # filters read but not the id (the unfiltered results list: 36 -> 7 ms for a 20,000-result round).
+        nonlocal counted
+        counted = True
+        rows = dict(source.filter(**{f"{round_field}__in": stale}).values_list(round_field).annotate(n=Count("*")))
+        return {pk: rows.get(pk, 0) for pk in stale}
+
+    kept = cache.kept_by_round("api-count", (count_key,), compute)
+    newer = source.filter(**{f"{round_field}__gt": max(kept, default=0)}) if counted or not kept else None
+    return kept, newer
 
 
 class CountCachedPages(Pages):
@@ -560,22 +566,11 @@ class _RoundByRound:
         self.count_key = count_key
 
     def counts(self) -> dict[int, int]:
-        """The systems of each round that has any, each round's count kept in the cache under `count_key`
-        and its round's freshness (leaderboard.cache.kept_by_round), as CountedOnce keeps the results'."""
-        source = self.queryset.order_by()
-        counted = False
-
-        def compute(stale: list[int]) -> dict[int, int]:
-            nonlocal counted
-            counted = True
-            rows = dict(source.filter(round_id__in=stale).values_list("round_id").annotate(n=Count("*")))
-            return {pk: rows.get(pk, 0) for pk in stale}
-
-        kept = cache.kept_by_round("api-count", (self.count_key,), compute)
+        """The systems of each round that has any, counted as the results list's are (counts_by_round)."""
+        kept, newer = counts_by_round(self.queryset, self.count_key)
         counts = {pk: n for pk, n in kept.items() if n}
-        if counted or not kept:  # a round created since this process read the list of rounds (a higher id)
-            counts.update(source.filter(round_id__gt=max(kept, default=0)).values_list("round_id")
-                          .annotate(n=Count("*")))
+        if newer is not None:
+            counts.update(newer.values_list("round_id").annotate(n=Count("*")))
         return counts
 
     @cached_property
