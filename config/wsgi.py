@@ -17,7 +17,8 @@ litter_sweep_at_start(reason="web start")
 # reversing (another ~45 ms, core.warmup).
 from django.urls import get_resolver  # noqa: E402
 
-from core.warmup import url_reversing_warm  # noqa: E402
+from core.warmup import task_sending_warm, url_reversing_warm  # noqa: E402
 
 get_resolver().url_patterns  # noqa: B018 - evaluating it imports the views
 url_reversing_warm()
+task_sending_warm()

@@ -4,6 +4,9 @@ Why: Django compiles the URL patterns for reversing (`reverse`, `get_absolute_ur
 reverse in each namespace, per process: about 45 ms of regular expressions, paid by a fresh web worker's first
 visitor (the first upload after a deploy among them) and by each verification worker's first notification.
 Loading the URLconf (config/wsgi.py) imports the views but compiles none of this.
+Likewise what Celery builds the first time a process sends a task: the broker's transport (kombu's Redis
+transport and the redis client, ~115 ms of imports), the task registry (~25 ms) and the result backend (~12 ms,
+looking up entry points): a fresh web worker's first upload paid them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,20 @@ def url_reversing_warm() -> int:
         except NoReverseMatch:
             warmed += 1  # expected: the patterns were compiled looking for it
     return warmed
+
+
+def task_sending_warm() -> bool:
+    """Import the broker's transport now, without connecting (a broker that is down at start must not stop the
+    web process; the connection is made, per process, on the first send). Returns whether there was one to
+    import: with no broker, tasks run in-process and send nothing."""
+    from celery import current_app
+
+    if current_app.conf.task_always_eager:
+        return False
+    current_app.connection_for_write().transport  # noqa: B018 - resolving the transport class imports it
+    current_app.tasks  # noqa: B018 - finalizes the app: every task registered
+    current_app.backend  # noqa: B018 - none is configured (CELERY_RESULT_BACKEND), but finding that out costs
+    return True
 
 
 def _namespaces(resolver: URLResolver, above: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -1,5 +1,5 @@
-"""URL patterns are compiled for reversing when a process starts (core.warmup), not in its first request or
-task: after the warm-up, reversing a URL of any namespace compiles no pattern."""
+"""URL patterns are compiled for reversing, and task sending prepared, when a process starts (core.warmup), not
+in its first request or task: after the warm-up, reversing a URL of any namespace compiles no pattern."""
 
 from __future__ import annotations
 
@@ -99,3 +99,43 @@ def test_a_web_process_compiles_the_patterns_when_it_loads_the_application(tmp_p
 
 def test_the_probe_sees_patterns_compiled_without_a_warm_up(tmp_path: Path) -> None:
     assert _compiled_after("import django; django.setup()", tmp_path) > 0
+
+
+# Run in a fresh interpreter after `{start}`: whether sending a task would still import the broker's transport
+# and finalize the app (the first upload's request paid ~150 ms for them).
+SENDING_PROBE = """
+import json, sys
+{start}
+from celery import current_app
+print(json.dumps({{"transport": "kombu.transport.redis" in sys.modules, "finalized": current_app.finalized}}))
+"""
+
+
+def _sending_after(start: str, tmp_path: Path, broker: str) -> dict:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PODIUM_VAR_DIR": str(tmp_path),
+           "DATABASE_URL": f"sqlite:///{tmp_path}/probe.sqlite3", "CELERY_BROKER_URL": broker}
+    done = subprocess.run([sys.executable, "-c", SENDING_PROBE.format(start=start)], cwd=ROOT, capture_output=True,
+                          text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# Nothing listens on port 9: the warm-up must not connect (a broker down at start may not stop the site).
+NO_BROKER_THERE = "redis://127.0.0.1:9/0"
+
+
+def test_a_web_process_prepares_task_sending_without_connecting(tmp_path: Path) -> None:
+    assert _sending_after("import config.wsgi", tmp_path, NO_BROKER_THERE) == {"transport": True, "finalized": True}
+
+
+def test_the_sending_probe_sees_an_unprepared_process(tmp_path: Path) -> None:
+    assert _sending_after("import django; django.setup()", tmp_path, NO_BROKER_THERE) == {
+        "transport": False, "finalized": False}
+
+
+def test_with_no_broker_nothing_is_prepared(tmp_path: Path) -> None:
+    """Tasks run in-process (the embedded default): there is no transport to import."""
+    from core.warmup import task_sending_warm
+
+    assert task_sending_warm() is False  # the tests' settings have no broker
+    assert _sending_after("import config.wsgi", tmp_path, "")["transport"] is False

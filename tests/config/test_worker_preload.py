@@ -19,7 +19,10 @@ hook = config.celery._preload_checkers
 assert any(receiver() is hook for _, receiver in worker_init.receivers), "not connected to worker_init"
 slow = ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker", "mlperf_logging.compliance_checker.mlp_compliance")
 before = [name for name in slow if name in sys.modules]
+from catalog.catalog_data import rule_changes
+changes_before = rule_changes.cache_info().currsize
 hook(sender=None)
+changes_after = rule_changes.cache_info().currsize
 after = [name for name in slow if name in sys.modules]
 from ingest.engine import tool
 rules = len(tool._RULE_CACHE._parsed)
@@ -30,7 +33,8 @@ log.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_divi
                '"metadata": {}}\\n')
 tool._RULE_CACHE.mark()
 tool._check_compliance_here(log, "4.0.0", None)
-print(json.dumps({"before": before, "after": after, "rules": rules, "parsed_later": len(tool._RULE_CACHE.fresh())}))
+print(json.dumps({"before": before, "after": after, "rules": rules, "parsed_later": len(tool._RULE_CACHE.fresh()),
+                  "rule_changes": [changes_before, changes_after]}))
 """
 
 
@@ -43,3 +47,5 @@ def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks() -> None
                  "mlperf_logging.compliance_checker.mlp_compliance"):
         assert name in loaded["after"]
     assert loaded["rules"] > 100 and loaded["parsed_later"] == 0
+    # The catalog's rule changes (each task's RCP reference of the time) read once, before the fork.
+    assert loaded["rule_changes"] == [0, 1]
