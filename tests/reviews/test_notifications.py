@@ -184,3 +184,35 @@ def test_a_reproduction_verdict_reaches_the_result_organization() -> None:
     [message] = mail.outbox
     assert message.subject == f"[Podium] {text}" and "exit code 1" in message.body
     assert _inbox(operator) == []  # not a member: operators watch their own page
+
+
+def test_a_finished_resubmission_tells_the_flags_raiser_and_an_ordinary_one_joins_nothing(
+        django_capture_on_commit_callbacks) -> None:
+    """reviews.services.on_submission_finished runs after every verification: it asks for the ids of the
+    borrowings and flags the submission answers, and reads their rows (five joined models) only when there
+    are some."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from reviews.services import on_submission_finished
+    from tests.factories import OrganizationFactory, ResultFactory, SubmissionFactory
+
+    raiser, submitter = OrganizationFactory(), OrganizationFactory()
+    member = get_user_model().objects.create_user("raiser-member", password=PASSWORD)
+    membership_add(user=member, organization=raiser, role=Membership.Role.SUBMITTER)
+    result = ResultFactory(organization=submitter)
+    ordinary = SubmissionFactory(organization=submitter, round=result.round)
+    with CaptureQueriesContext(connection) as seen:
+        on_submission_finished(submission=ordinary)
+    assert len(seen.captured_queries) == 2
+    assert not any("JOIN" in query["sql"] for query in seen.captured_queries)
+    assert not Notification.objects.exists()
+
+    answer = SubmissionFactory(organization=submitter, round=result.round)
+    flag = Flag.objects.create(round=result.round, result=result, raised_by=member, raised_by_organization=raiser,
+                               rule="rcp", description="too fast", resubmission=answer)
+    with django_capture_on_commit_callbacks(execute=True):
+        on_submission_finished(submission=answer)
+    assert list(Notification.objects.filter(user=member).values_list("text", flat=True)) == [
+        f"Flag #{flag.pk}: the resubmission is verified"]
