@@ -66,7 +66,7 @@ class LeanFilterSet(df.FilterSet):
 
     def get_form_class(self) -> type[Any]:
         cls = type(self)
-        built = cls.__dict__.get("_lean_form_class")
+        built: Any = cls.__dict__.get("_lean_form_class")
         if built is None:
             fields = {name: filter_.field for name, filter_ in cls.base_filters.items()}
             built = type(f"{cls.__name__}Form", (self._meta.form,), fields)
