@@ -764,6 +764,14 @@ class ResultRows:
                 raise ValueError(f"{name}: no SQL form for {convert!r}")
         return fields
 
+    @cached_property
+    def sql_rows(self) -> api_sql.Rows:
+        """The columns api_sql reads for a page's ids; `official` as the database computes it, from the one
+        condition ranked() filters on."""
+        official = ExpressionWrapper(ResultQuerySet.official_q(), output_field=BooleanField())
+        return api_sql.Rows(lambda: Result.objects.order_by().annotate(official=official)
+                            .values(*self.columns, "official"))
+
     @staticmethod
     def official(row: dict[str, Any]) -> bool:
         return row["verdict"] == Result.Verdict.VERIFIED and row["score"] is not None and row["withdrawn_at"] is None
@@ -847,14 +855,13 @@ class ResultApi(ReadApi):
         queryset = self.filter_queryset(self.get_queryset())
         if self.request.accepted_renderer.format != "json" or not api_sql.usable(queryset):
             return super().list_page(etag)
-        # `official` as the database computes it, from the one condition ranked() filters on.
-        queryset = queryset.annotate(official=ExpressionWrapper(ResultQuerySet.official_q(),
-                                                                output_field=BooleanField()))
         pages = cast(CountCachedPages, self.paginator)
-        self.counted = queryset  # the page's columns join the round and the organization; the count needs neither
-        page = pages.page_slice(queryset.values(*self.shape.columns, "official"), self.request, self)
-        rows, since = api_sql.page_json(page, self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1],
-                                        timezone.now())
+        self.counted = queryset
+        # The page's ids only: its columns (joining the round and the organization) are read by a query
+        # compiled once per process (api_sql.Rows).
+        page = pages.page_slice(queryset.values("pk"), self.request, self)
+        rows, since = api_sql.page_json(page, self.shape.sql_rows, self.shape.sql_fields,
+                                        self.request.build_absolute_uri("/")[:-1], timezone.now())
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
         # What _stamped writes, the latest time computed by the database (_visible_since).
         return self._cache_headers(_last_modified(response, since), etag)

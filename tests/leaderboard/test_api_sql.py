@@ -161,3 +161,23 @@ def test_other_renderers_take_the_python_path(rows: list[Result]) -> None:
         response = APIClient().get(LIST, HTTP_ACCEPT="text/html")
     assert response.status_code == 200 and not spy.called
     assert b"Odd" in response.content
+
+
+def test_the_rows_query_is_compiled_once_for_every_page_and_ordering(rows: list[Result]) -> None:
+    """Only the page's ids are built per request; the columns' query is compiled once per process."""
+    from leaderboard.api import _result_rows
+
+    kept = _result_rows().sql_rows
+    kept.compiled.clear()
+    seen = []
+    with mock.patch.object(kept, "build", wraps=kept.build) as build:
+        for path in ("/api/v1/results/?page_size=2&ordering=-score", "/api/v1/results/?page_size=1&page=3&ordering=id",
+                     "/api/v1/results/?ordering=-created_at"):
+            response = APIClient().get(path)
+            assert response.status_code == 200, path
+            seen.append([row["id"] for row in response.json()["results"]])
+            cache.clear()
+    assert build.call_count == 1
+    first, plain, gone = (r.pk for r in rows)
+    # -score: missing scores last; page 3 of one: the third id; -created_at: gone (stored now) first.
+    assert seen == [[first, gone], [max(first, plain, gone)], [gone, plain, first]]
