@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_ready
+from celery.signals import task_postrun, task_prerun, worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -45,3 +45,17 @@ def _sweep_litter_at_start(**kwargs: object) -> None:
     from ingest.cleanup import litter_sweep_at_start
 
     litter_sweep_at_start(reason="worker start")
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _recycle_old_connections(task: object = None, **kwargs: object) -> None:
+    """What Django does around each request, around each task: a connection older than CONN_MAX_AGE, or left
+    unusable by an error, is closed, and one kept is checked before its next use (CONN_HEALTH_CHECKS).
+    Celery's own fixup would close every connection instead (settings.CELERY_DB_REUSE_MAX). Not for a task
+    run in-process: it runs inside the caller's request or transaction."""
+    if getattr(getattr(task, "request", None), "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
