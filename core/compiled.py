@@ -33,6 +33,15 @@ def rows(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, A
          using: str = "default") -> list[tuple[Any, ...]]:
     """The rows of `build()` (a values_list queryset built with placeholders), with each placeholder
     replaced by `values[placeholder]`. `name` names the query's shape (with its IN lists' lengths)."""
+    sql, given = statement(name, build, values, using)
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, given)
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def statement(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, Any],
+              using: str = "default") -> tuple[str, list[Any]]:
+    """The SQL and parameters `rows` would send, for a caller that sends them inside a statement of its own."""
     connection = connections[using]
     key = (name, using, connection.vendor)
     kept = _kept.get(key)
@@ -46,9 +55,7 @@ def rows(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, A
     sql, params, slots = kept
     given = [param if slot is None else _adapted(connection, values[slot]) for param, slot in zip(params, slots,
                                                                                                     strict=True)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, given)
-        return [tuple(row) for row in cursor.fetchall()]
+    return sql, given
 
 
 def _is_id(value: Any) -> bool:

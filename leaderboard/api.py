@@ -43,6 +43,7 @@ from rest_framework.settings import api_settings
 from accounts.authentication import TokenScopeAllows
 from accounts.models import Organization
 from catalog.models import Benchmark, Round
+from core import compiled
 from ingest.models import Finding, Result, ResultQuerySet, Run, System
 from ingest.visibility import (
     viewer_fingerprint,
@@ -764,13 +765,14 @@ class ResultRows:
                 raise ValueError(f"{name}: no SQL form for {convert!r}")
         return fields
 
-    @cached_property
-    def sql_rows(self) -> api_sql.Rows:
-        """The columns api_sql reads for a page's ids; `official` as the database computes it, from the one
-        condition ranked() filters on."""
+    def sql_rows(self, using: str) -> tuple[str, list[Any]]:
+        """The columns api_sql reads for a page's ids, compiled once per process (core.compiled); `official` as
+        the database computes it, from the one condition ranked() filters on."""
+        return compiled.statement("leaderboard.api.result_rows", self.rows_query, {}, using)
+
+    def rows_query(self) -> QuerySet[Any]:
         official = ExpressionWrapper(ResultQuerySet.official_q(), output_field=BooleanField())
-        return api_sql.Rows(lambda: Result.objects.order_by().annotate(official=official)
-                            .values(*self.columns, "official"))
+        return Result.objects.order_by().annotate(official=official).values(*self.columns, "official")
 
     @staticmethod
     def official(row: dict[str, Any]) -> bool:
@@ -858,9 +860,9 @@ class ResultApi(ReadApi):
         pages = cast(CountCachedPages, self.paginator)
         self.counted = queryset
         # The page's ids only: its columns (joining the round and the organization) are read by a query
-        # compiled once per process (api_sql.Rows).
+        # compiled once per process (ResultRows.sql_rows).
         page = pages.page_slice(queryset.values("pk"), self.request, self)
-        rows, since = api_sql.page_json(page, self.shape.sql_rows, self.shape.sql_fields,
+        rows, since = api_sql.page_json(page, self.shape.sql_rows(page.db), self.shape.sql_fields,
                                         self.request.build_absolute_uri("/")[:-1], timezone.now())
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
         # What _stamped writes, the latest time computed by the database (_visible_since).

@@ -7,8 +7,8 @@ string per row, joined.
 
 The page is read in two parts, in one query: the page's ids, in order (the visitor's filters and ordering,
 built by the ORM for each request), and the rows' columns for those ids (a query of every column the page
-shows, whose SQL is compiled once per process: building and compiling the page's query as a values() of ~55
-columns cost each request 3.2 ms of CPU, the ids alone 1.2).
+shows, whose SQL is compiled once per process by core.compiled: building and compiling the page's query as
+a values() of ~55 columns cost each request 3.2 ms of CPU, the ids alone 1.2).
 
 The shape comes from leaderboard.api.ResultRows (field names, their order, the links, the ISO dates);
 a test holds both paths' output equal on PostgreSQL. Numbers come out as PostgreSQL
@@ -19,9 +19,8 @@ the same value. Other databases, other time zones and other renderers take the P
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from dataclasses import field as dataclass_field
 from typing import Any, Literal
 
 from django.core.exceptions import EmptyResultSet
@@ -86,27 +85,12 @@ def usable(queryset: QuerySet[Any]) -> bool:
 PAGE = "podium_page"
 
 
-@dataclass
-class Rows:
-    """The rows' query, compiled once per process and database: `build` gives a values() queryset of every
-    row (no filter: page_json joins it to the page's ids, and PostgreSQL reads those rows by primary key)
-    with every column the fields read, `id`, `created_at` and `round__publication_date`."""
-
-    build: Callable[[], QuerySet[Any]]
-    compiled: dict[str, tuple[str, tuple[Any, ...]]] = dataclass_field(default_factory=dict)
-
-    def sql(self, using: str) -> tuple[str, tuple[Any, ...]]:
-        kept = self.compiled.get(using)
-        if kept is None:
-            sql, params = self.build().using(using).query.sql_with_params()
-            kept = self.compiled[using] = (sql, tuple(params))  # a race compiles it twice, harmlessly
-        return kept
-
-
-def page_json(page: QuerySet[Any], rows: Rows, fields: Sequence[Field], base: str,
+def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequence[Field], base: str,
               now: datetime.datetime) -> tuple[str, datetime.datetime | None]:
-    """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order; `rows`: their
-    columns) as a JSON array, and the latest time one of them became what the caller sees (for
+    """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order; `rows`: the SQL
+    and parameters of a values() query of every row, unfiltered, with every column `fields` read, `id`,
+    `created_at` and `round__publication_date`: joined to the ids, PostgreSQL reads those rows by primary
+    key) as a JSON array, and the latest time one of them became what the caller sees (for
     Last-Modified: stored, or made public by its round's publication at or before `now`, as
     leaderboard.api._visible_since says); None for an empty page.
 
@@ -116,7 +100,7 @@ def page_json(page: QuerySet[Any], rows: Rows, fields: Sequence[Field], base: st
         inner, inner_params = page.query.sql_with_params()
     except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
         return "[]", None
-    rows_sql, rows_params = rows.sql(page.db)
+    rows_sql, rows_params = rows
     parts, params = _select(fields, base)
     published, created = 'r."round__publication_date"', 'r."created_at"'
     # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes

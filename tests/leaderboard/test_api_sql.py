@@ -165,12 +165,13 @@ def test_other_renderers_take_the_python_path(rows: list[Result]) -> None:
 
 def test_the_rows_query_is_compiled_once_for_every_page_and_ordering(rows: list[Result]) -> None:
     """Only the page's ids are built per request; the columns' query is compiled once per process."""
-    from leaderboard.api import _result_rows
+    from core import compiled
+    from leaderboard.api import ResultRows
 
-    kept = _result_rows().sql_rows
-    kept.compiled.clear()
+    for key in [key for key in compiled._kept if key[0] == "leaderboard.api.result_rows"]:
+        del compiled._kept[key]
     seen = []
-    with mock.patch.object(kept, "build", wraps=kept.build) as build:
+    with mock.patch.object(ResultRows, "rows_query", autospec=True, side_effect=ResultRows.rows_query) as build:
         for path in ("/api/v1/results/?page_size=2&ordering=-score", "/api/v1/results/?page_size=1&page=3&ordering=id",
                      "/api/v1/results/?ordering=-created_at"):
             response = APIClient().get(path)
