@@ -4,7 +4,7 @@ import datetime
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Upper
 from django.urls import reverse
 from django.utils import timezone
@@ -306,7 +306,10 @@ class Result(models.Model):
             models.Index(fields=["benchmark_key", "score", "id"], condition=Q(is_current=True),
                          include=["division", "round", "organization"], name="result_api_bench_score"),
             models.Index(fields=["system_slug"], name="result_system_slug"),
-            models.Index(Upper("submitter"), name="result_submitter_upper"),
+            # A submitter by name, and whether any of its results lie outside an organization (the API's
+            # `submitter` filter asks before it narrows to the organization alone: a seek on each side of
+            # the organization's id, not a walk over every result of that name).
+            models.Index(Upper("submitter"), F("organization"), name="result_submitter_org"),
         ]
 
     def __str__(self) -> str:

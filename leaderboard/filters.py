@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import F, OrderBy, Q, QuerySet
+from django.db.models import Exists, F, OrderBy, OuterRef, Q, QuerySet
 from django.http import QueryDict
 from django_filters import rest_framework as df
 
@@ -150,10 +150,24 @@ class ResultFilter(LeanFilterSet):
         return queryset.filter(round_id__in=Round.objects.filter(slug=value).values("pk"))
 
     def filter_submitter(self, queryset: QuerySet[Result], name: str, value: str) -> QuerySet[Result]:
-        # The organization read first: beside an OR a subquery is a filter on every row, the ids are an index
-        # scan each side (a round's count for one submitter at 20,000 results in the round: 15 -> 0.4 ms).
-        organizations = list(Organization.objects.filter(slug=value).values_list("pk", flat=True))
-        return queryset.filter(Q(submitter__iexact=value) | Q(organization_id__in=organizations))
+        """The results whose submitter name is `value` (any case) or whose organization's slug is.
+
+        The organization is read first, with whether any result outside it carries the name (two index
+        seeks, either side of its id: migration 0016's index): usually none does, an organization's results
+        carry its own name, and the filter is then the organization alone, which an index serves in the
+        list's order. Their OR has no index order (PostgreSQL sorted every match of both sides: 8 ms for an
+        organization's 3,360 of 200,000 results); it stays only where the name reaches beyond it."""
+        named = Result.objects.filter(submitter__iexact=value)
+        found = (Organization.objects.filter(slug=value)
+                 .annotate(below=Exists(named.filter(organization_id__lt=OuterRef("pk"))),
+                           above=Exists(named.filter(organization_id__gt=OuterRef("pk"))))
+                 .values_list("pk", "below", "above").first())
+        if found is None:
+            return queryset.filter(submitter__iexact=value)
+        organization_id, below, above = found
+        if below or above:
+            return queryset.filter(Q(submitter__iexact=value) | Q(organization_id=organization_id))
+        return queryset.filter(organization_id=organization_id)
 
     def filter_has_score(self, queryset: QuerySet[Result], name: str, value: bool) -> QuerySet[Result]:
         return queryset.filter(score__isnull=not value)
