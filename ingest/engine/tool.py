@@ -10,6 +10,8 @@ The package was written as command-line tools, which shapes how it has to be cal
   so one bad log never stops an import;
 - it evaluates its rules by handing their text to `eval`/`exec` on every log line, which compiles it each
   time: ingest.engine.compiled_rules compiles each text once per process instead;
+- its rules load further rule files named after a log's values, and run their code: ingest.engine.rule_paths
+  refuses any name outside its package and Podium's extensions;
 - its parser is quadratic in the length of a line and it has no notion of a deadline: each call runs
   in a forked child process under a hard time budget (`CHECKER_BUDGET_S`) and is killed when the
   budget runs out, which the outcome reports as `timed_out` (a finding on the bundle, never a retry).
@@ -41,7 +43,8 @@ from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.package_checker.seed_checker import SeedChecker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
-from ingest.engine import compiled_rules
+from catalog.extensions import HERE as EXTENSIONS_FOLDER
+from ingest.engine import compiled_rules, rule_paths
 
 USAGE = "training"
 _LOCK = threading.Lock()
@@ -665,6 +668,8 @@ for _name in dir(mlp_parser):
 
 # Its rules' code compiled once per process, not once per log line (see compiled_rules).
 compiled_rules.install(mlp_compliance)
+# The rule files a log's values may make it load: its own and Podium's, nothing else (see rule_paths).
+rule_paths.install(mlp_compliance, extra=(EXTENSIONS_FOLDER,))
 
 
 def tool_version() -> str:

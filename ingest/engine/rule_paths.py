@@ -1,0 +1,52 @@
+"""Which rule files the compliance checker may load: its package's own and Podium's (catalog/extensions).
+
+The checker's rules choose the next rule files from what a log says: on the line giving the division,
+`enqueue_config('training_4.0.0/{}_common.yaml'.format(v['value']))`, and likewise for the benchmark (the
+oldest rulesets format `'{}.yaml'`). The checker joins the name to its package folder, parses the file and
+runs the code in it. A log whose value climbs out of that folder (`"../../../../tmp/x"`) made it load and run
+whichever `x_common.yaml` the machine held, under the worker's account. `install` puts a gate in front of the
+queue (`enqueue_config`, a module global the rules reach through their state): a name that resolves, links
+followed, outside the allowed folders is refused with `RuleFileOutside`. Raised from a rule's PRE or POST code,
+the checker's own handling turns it into a message on that line ("Failed executing code POST ..."): the log is
+judged non-compliant instead of running anything. Names inside the folders go through unchanged, including
+those of files that do not exist, which the checker reports as it always has.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+class RuleFileOutside(ValueError):
+    """A rule file named outside the folders the checker may load rules from."""
+
+
+def _within(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+class Gate:
+    """Stands in for the checker's `enqueue_config`."""
+
+    def __init__(self, real: Callable[[Any], Any], base: Path, allowed: tuple[Path, ...]) -> None:
+        self.real = real
+        self.base = os.path.realpath(base)  # where the checker resolves a name (mlp_compliance.check_loglines)
+        self.allowed = tuple(os.path.realpath(folder) for folder in allowed)
+
+    def __call__(self, config: Any) -> Any:
+        path = os.path.realpath(os.path.join(self.base, config))
+        if not any(_within(path, folder) for folder in self.allowed):
+            raise RuleFileOutside(f"the log names a rules file outside the checker's own: {str(config)[:200]!r}")
+        return self.real(config)
+
+
+def install(module: ModuleType, *, extra: tuple[Path, ...] = ()) -> None:
+    """Gate `module.enqueue_config`: names inside the module's folder or one of `extra` pass."""
+    if isinstance(vars(module).get("enqueue_config"), Gate):
+        return
+    base = Path(module.__file__ or "").resolve().parent
+    module.enqueue_config = Gate(module.enqueue_config, base, (base, *extra))  # type: ignore[attr-defined]
