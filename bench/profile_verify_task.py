@@ -130,6 +130,8 @@ def _timed_steps(submissions: Any) -> dict[str, float]:
         (submissions, "_store"), (submissions, "implementations_record"), (submissions, "result_store"),
         (submissions, "bundle_findings_store"), (submissions, "implementation_findings_store"),
         (submissions, "submission_finish"), (submissions, "_supersede_older"), (submissions, "submission_notify"),
+        (verify, "_check_seeds"), (verify, "_check_rcp"), (verify, "make_storable"), (verify, "_scratch_dirs"),
+        (tool, "rcp_ahead"),
     ]
     for module, name in steps:
         if not hasattr(module, name):
