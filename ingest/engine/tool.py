@@ -44,7 +44,7 @@ from mlperf_logging.package_checker.seed_checker import SeedChecker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from catalog.extensions import HERE as EXTENSIONS_FOLDER
-from ingest.engine import compiled_rules, rule_paths
+from ingest.engine import compiled_rules, rcp_memo, rule_paths
 
 USAGE = "training"
 _LOCK = threading.Lock()
@@ -164,7 +164,7 @@ class _Session:
         if answer is None:
             return self._lost(why, elapsed)
         kind, value, cache, ended_at = answer
-        _RULE_CACHE.merge(cache)
+        _merge_kept(cache)
         if ended_at > started + budget_s:  # read just past the deadline, it came too late all the same
             self.close()
             return Bounded(timed_out=True, elapsed_s=elapsed)
@@ -285,7 +285,7 @@ class Ahead:
             return self._session._lost(why, time.monotonic() - self._started)
         self.cancel()
         kind, value, cache, ended_at = answer
-        _RULE_CACHE.merge(cache)
+        _merge_kept(cache)
         elapsed = max(ended_at - self._started, 0.0)
         if ended_at > deadline:
             return Bounded(timed_out=True, elapsed_s=elapsed)
@@ -405,7 +405,7 @@ class Pipeline:
                                         elapsed_s=elapsed)
             return allowed, Bounded(crash=_no_answer_text(status), elapsed_s=elapsed)
         kind, value, cache, ended_at = answer
-        _RULE_CACHE.merge(cache)
+        _merge_kept(cache)
         elapsed = max(ended_at - start, 0.0)
         self._last_end = ended_at
         if ended_at > deadline:  # it answered, but later than it was allowed to: as if stopped at the deadline
@@ -426,11 +426,11 @@ def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float], requests: i
         fn, args, budget_s = request
         signal.alarm(max(1, math.ceil(budget_s)) + 1)
         try:
-            answer: tuple[str, Any, Any, float] = ("ok", fn(*args), _RULE_CACHE.fresh(), 0.0)
+            answer: tuple[str, Any, Any, float] = ("ok", fn(*args), _fresh_kept(), 0.0)
         except BaseException as exc:
             answer = ("crash", _crash_text(exc), None, 0.0)
         signal.alarm(0)
-        _RULE_CACHE.mark()  # what goes back now is the parent's too
+        _mark_kept()  # what goes back now is the parent's too
         # When it ended, on the clock every process shares (CLOCK_MONOTONIC): a pipeline reads answers late.
         ended = time.monotonic()
         try:
@@ -507,8 +507,27 @@ def _child_reset() -> None:
     global _LOCK
     _LOCK = threading.Lock()
     _LOCAL.session = None
-    _RULE_CACHE.mark()
+    _mark_kept()
     _PARSES.start()
+
+
+# What a child computed that its parent keeps for the children it forks next: parsed rule files (_RuleFileCache,
+# with their code compiled) and the RCP checker's minimum acceptable means (rcp_memo). Sent with each answer.
+def _mark_kept() -> None:
+    _RULE_CACHE.mark()
+    rcp_memo.mark()
+
+
+def _fresh_kept() -> tuple[Any, Any]:
+    return _RULE_CACHE.fresh(), rcp_memo.fresh()
+
+
+def _merge_kept(kept: tuple[Any, Any] | None) -> None:
+    if kept is None:  # a crash sends nothing back
+        return
+    rules, means = kept
+    _RULE_CACHE.merge(rules)
+    rcp_memo.merge(means)
 
 
 class _RuleFileCache:
@@ -901,6 +920,7 @@ def preload() -> None:
     from mlperf_logging.rcp_checker import rcp_checker
 
     _install_token_regex(rcp_checker)
+    rcp_memo.install(rcp_checker.RCP_Checker)
 
 
 def preload_rules() -> int:
