@@ -435,9 +435,13 @@ def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float], requests: i
         ended = time.monotonic()
         try:
             data = pickle.dumps((*answer[:3], ended), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
-            data = pickle.dumps(("crash", f"the checker's answer cannot be sent back: {_crash_text(exc)}", None,
-                                 ended))
+        except Exception:
+            # What this child kept for its parent is only a saving: the answer goes back without it.
+            try:
+                data = pickle.dumps((*answer[:2], None, ended), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                data = pickle.dumps(("crash", f"the checker's answer cannot be sent back: {_crash_text(exc)}",
+                                     None, ended))
         _write_all(answers, _FRAME.pack(len(data)) + data)
         request = _next_request(requests)
 

@@ -97,3 +97,13 @@ def test_a_child_forked_after_the_means_came_back_computes_none(make_tree, tmp_p
         before = tool.run_bounded(_computed, budget_s=10).value
         assert tool.check_rcp(given, RULESET).passed
         assert tool.run_bounded(_computed, budget_s=10).value == before
+
+
+def _keep_something_unpicklable() -> str:
+    rcp_memo._kept[(lambda: None,)] = 1  # a key pickle refuses, kept in the child after it was forked
+    return "answered"
+
+
+def test_an_answer_goes_back_without_what_the_child_kept_when_that_cannot_be_sent() -> None:
+    with tool.session():
+        assert tool.run_bounded(_keep_something_unpicklable, budget_s=10).value == "answered"
