@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init, worker_ready
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -37,6 +37,17 @@ def _preload_checkers(**kwargs: object) -> None:
     from core.warmup import url_reversing_warm
 
     url_reversing_warm()
+
+
+@worker_process_init.connect
+def _spare_checker_child(**kwargs: object) -> None:
+    """Each pool process keeps a checker child forked ahead (tool.prepare_spare): its first verification's
+    first checker call, and each one after (a task forks the next once its verdict is out), does not wait
+    for a fork."""
+    from ingest.engine import tool
+
+    tool.enable_spares()
+    tool.prepare_spare()
 
 
 @worker_ready.connect

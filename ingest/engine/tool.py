@@ -173,9 +173,12 @@ class _Session:
             return Bounded(crash=value, elapsed_s=elapsed)
         return Bounded(value=value, elapsed_s=elapsed)
 
-    def _start(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> None:
+    def _start(self, first: tuple[Callable[..., Any], tuple[Any, ...], float] | None) -> None:
+        """A child for `first` (None: a spare, idle until its first request comes through the pipe)."""
         preload()  # once per process, here: a child would import scipy for its RCP check on its own
         _reap_let_go()
+        if first is not None and self._from_spare(first):
+            return
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         pid = os.fork()
@@ -189,6 +192,29 @@ class _Session:
         os.close(request_read)
         os.close(answer_write)
         self.pid, self.requests, self.answers = pid, request_write, answer_read
+
+    def _from_spare(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> bool:
+        """Hand `first` to the spare child, if there is one alive and `first` can be sent (see prepare_spare)."""
+        global _SPARE
+        spare, _SPARE = _SPARE, None
+        if spare is None:
+            return False
+        if spare.pid is None or _ended(spare.pid):
+            spare.close()
+            return False
+        try:
+            data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a function made on the fly: a child forked now has it; the spare waits for the next
+            _SPARE = spare
+            return False
+        try:
+            _write_all(spare.requests, _FRAME.pack(len(data)) + data)
+        except OSError:
+            spare.close()
+            return False
+        self.pid, self.requests, self.answers = spare.pid, spare.requests, spare.answers
+        spare.pid, spare.requests, spare.answers = None, -1, -1
+        return True
 
     def _answer(self, deadline: float) -> tuple[tuple[str, Any, Any, float] | None, str]:
         """(the answer, ""), or (None, why there is none: "timeout", "too_big" or "ended")."""
@@ -417,11 +443,12 @@ class Pipeline:
         return allowed, Bounded(value=value, elapsed_s=elapsed)
 
 
-def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float], requests: int, answers: int) -> None:
-    """The child's loop: run a request, send its answer, wait for the next; end when the parent closes."""
+def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float] | None, requests: int, answers: int) -> None:
+    """The child's loop: run a request, send its answer, wait for the next; end when the parent closes.
+    Without `first` (a spare), the first request too comes through the pipe."""
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     _child_reset()
-    request: tuple[Callable[..., Any], tuple[Any, ...], float] | None = first
+    request = first if first is not None else _next_request(requests)
     while request is not None:
         fn, args, budget_s = request
         signal.alarm(max(1, math.ceil(budget_s)) + 1)
@@ -478,6 +505,35 @@ def _no_answer_text(status: int | None) -> str:
 
 
 _UNREAPED: list[int] = []
+
+# A checker child forked ahead of need, idle until its first request (prepare_spare); only where enabled.
+_SPARES = False
+_SPARE: _Session | None = None
+
+
+def enable_spares() -> None:
+    """Let this process keep a spare checker child (a verification worker's process, once it has started)."""
+    global _SPARES
+    _SPARES = True
+
+
+def prepare_spare() -> None:
+    """Fork the next checker child now, while nothing waits for it: the next first checker call goes to it
+    instead of forking then (the fork and a fresh child's first steps were 6-7 ms of a verification's first
+    call, on the way to its verdict). A verification task calls it once its verdict is out; a worker's
+    process when it starts. Only where `enable_spares` was called: a spare holds this process as it was when
+    forked, so a caller that changes the checkers afterwards (a test, an in-process import) must not get one.
+    At most one at a time; it ends when this process closes its pipe or exits."""
+    global _SPARE
+    if not _SPARES or not hasattr(os, "fork"):
+        return
+    if _SPARE is not None:
+        if _SPARE.pid is not None and not _ended(_SPARE.pid):
+            return
+        _SPARE.close()
+    spare = _Session()
+    spare._start(None)
+    _SPARE = spare
 
 
 def _reap_let_go() -> None:

@@ -384,6 +384,7 @@ def submission_verify(*, submission_id: int) -> str:
         return "lease lost"  # another worker holds it now and will finish it
     submission_finished.send(sender=Submission, submission=finished)
     submission_notify(submission=finished)
+    tool.prepare_spare()  # the next verification's checker child, forked now that nobody waits (a worker only)
     return finished.state
 
 
