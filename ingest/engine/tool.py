@@ -45,6 +45,7 @@ from mlperf_logging.system_desc_checker import system_desc_checker
 
 from catalog.extensions import HERE as EXTENSIONS_FOLDER
 from ingest.engine import compiled_rules, rcp_memo, rule_paths
+from ingest.engine.sent_back import SentBack
 
 USAGE = "training"
 _LOCK = threading.Lock()
@@ -575,11 +576,11 @@ def _child_reset() -> None:
 # with their code compiled) and the RCP checker's minimum acceptable means (rcp_memo). Sent with each answer.
 def _mark_kept() -> None:
     _RULE_CACHE.mark()
-    rcp_memo.mark()
+    rcp_memo.KEPT.mark()
 
 
 def _fresh_kept() -> tuple[Any, Any]:
-    return _RULE_CACHE.fresh(), rcp_memo.fresh()
+    return _RULE_CACHE.fresh(), rcp_memo.KEPT.fresh()
 
 
 def _merge_kept(kept: tuple[Any, Any] | None) -> None:
@@ -587,7 +588,7 @@ def _merge_kept(kept: tuple[Any, Any] | None) -> None:
         return
     rules, means = kept
     _RULE_CACHE.merge(rules)
-    rcp_memo.merge(means)
+    rcp_memo.KEPT.merge(means)
 
 
 class _RuleFileCache:
@@ -601,22 +602,19 @@ class _RuleFileCache:
 
     def __init__(self, real: Any) -> None:
         self._real = real
-        self._parsed: dict[tuple[str, str], Any] = {}
-        self._known: set[tuple[str, str]] = set()
+        # A check runs in a forked child, whose cache dies with it: the child sends back what it parsed
+        # and the parent keeps it, so rule files are still parsed once per process, not once per log.
+        self._parsed = SentBack()
 
-    # A check runs in a forked child, whose cache dies with it: the child sends back what it parsed
-    # and the parent keeps it, so rule files are still parsed once per process, not once per log.
     def mark(self) -> None:
-        self._known = set(self._parsed)
+        self._parsed.mark()
 
     def fresh(self) -> dict[tuple[str, str], Any]:
-        return {k: v for k, v in self._parsed.items() if k not in self._known}
+        return self._parsed.fresh()
 
     def merge(self, parsed: dict[tuple[str, str], Any] | None) -> None:
-        for key, value in (parsed or {}).items():
-            if key not in self._parsed:
-                self._parsed[key] = value
-                compiled_rules.compile_ahead(mlp_compliance, value)
+        for key in self._parsed.merge(parsed):
+            compiled_rules.compile_ahead(mlp_compliance, self._parsed[key])
 
     def load(self, stream: Any, Loader: Any) -> Any:
         name = getattr(stream, "name", None)

@@ -100,7 +100,7 @@ def test_a_child_forked_after_the_means_came_back_computes_none(make_tree, tmp_p
 
 
 def _keep_something_unpicklable() -> str:
-    rcp_memo._kept[(lambda: None,)] = 1  # a key pickle refuses, kept in the child after it was forked
+    rcp_memo.KEPT[(lambda: None,)] = 1  # a key pickle refuses, kept in the child after it was forked
     return "answered"
 
 
