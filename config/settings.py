@@ -239,8 +239,9 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "podium")
 # Celery's Django fixup closes the database connection before and after every task unless this is set: each
 # verification opened a new PostgreSQL connection (7.5 ms, a backend start). With it the fixup closes them
-# every 2,000 tasks, and config.celery recycles them as Django's requests do, by CONN_MAX_AGE and after an
-# error (close_old_connections around each task; the health check replaces one the server closed).
+# every 1,000 tasks (it counts two closes a task), and config.celery recycles them as Django's requests do,
+# by CONN_MAX_AGE and after an error (close_old_connections around each task; the health check replaces one
+# the server closed).
 CELERY_DB_REUSE_MAX = 1000
 # mlperf-logging talks through the root logger; Podium captures that itself (ingest/engine/tool.py).
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
