@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache, caches
@@ -38,12 +37,12 @@ ROUND_KEY = "podium:results-generation:round:{}"  # moved by the changes confine
 STAMP = "results-generation{}.stamp"  # moved by every change; ".shared" and ".round-<id>" as the numbers
 
 
-def _stamp_path(scope: str = "") -> Path | None:
+def _stamp_path(scope: str = "") -> str | None:
     """A stamp file, where the cache is per process; None with a shared cache (its bumps reach all).
     They live in the scratch folder: the sweeper may remove one when old, which only invalidates once."""
     if not isinstance(caches["default"], LocMemCache):
         return None
-    return Path(settings.PODIUM_SCRATCH_DIR) / STAMP.format(scope)
+    return os.path.join(settings.PODIUM_SCRATCH_DIR, STAMP.format(scope))
 
 
 def _read_stamp(scope: str) -> str:
@@ -51,14 +50,38 @@ def _read_stamp(scope: str) -> str:
     if path is None:
         return ""
     try:
-        return path.read_text(encoding="ascii")[:64]
+        with open(path, encoding="ascii") as stamp:
+            return stamp.read(64)
     except (OSError, UnicodeDecodeError):
         return ""
 
 
+# The stamp every bump moves ("" scope) as this process last read it, and the other stamps read since it
+# had that content. A bump writes its scope's stamp before that one (_stamp), so while it is unchanged no
+# other stamp has moved either: a request reads one file, not one per round (an answer about several
+# rounds, kept round by round, read two per round on every request). Replaced whole, never mutated:
+# threads of one process read it without a lock.
+_seen: tuple[str, dict[str, str]] = ("\x00", {})
+
+
+def _stamps(scopes: list[str]) -> list[str]:
+    """The stamps of `scopes`, as other processes' bumps last left them."""
+    global _seen
+    every = _read_stamp("")
+    seen, known = _seen
+    if seen != every:
+        known = {}
+    missing = [scope for scope in scopes if scope not in known]
+    if missing:
+        # Read after `every`: a bump in between leaves a newer stamp here, never an older one.
+        known = {**known, **{scope: _read_stamp(scope) for scope in missing}}
+        _seen = (every, known)
+    return [known[scope] for scope in scopes]
+
+
 def shared_elsewhere() -> str:
     """What other processes of this machine last bumped that was not confined to one round."""
-    return _read_stamp(".shared")
+    return _stamps([".shared"])[0]
 
 
 def elsewhere(round_id: int | None = None) -> str:
@@ -66,7 +89,13 @@ def elsewhere(round_id: int | None = None) -> str:
     change, or with `round_id` the changes an answer about that round alone is keyed on (as `generations`)."""
     if round_id is None:
         return _read_stamp("")
-    return f"{_read_stamp('.shared')}/{_read_stamp(f'.round-{round_id}')}"
+    return elsewhere_by_round([round_id])[round_id]
+
+
+def elsewhere_by_round(round_ids: list[int]) -> dict[int, str]:
+    """`elsewhere(round_id)` of each round: on most requests one file read in all."""
+    shared, *rounds = _stamps([".shared", *(f".round-{pk}" for pk in round_ids)])
+    return {pk: f"{shared}/{stamp}" for pk, stamp in zip(round_ids, rounds, strict=True)}
 
 
 def _stamp(round_id: int | None = None) -> None:
@@ -74,12 +103,15 @@ def _stamp(round_id: int | None = None) -> None:
         return
     # A unique content, not the mtime: two bumps within one clock tick must still differ.
     content = f"{time.time_ns()}-{os.getpid()}"
-    for scope in ("", ".shared" if round_id is None else f".round-{round_id}"):
+    # The scope's stamp first, the one every bump moves last: a reader that sees the latter unchanged may
+    # keep the stamps it read under it (_stamps).
+    for scope in (".shared" if round_id is None else f".round-{round_id}", ""):
         path = _stamp_path(scope)
         assert path is not None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content, encoding="ascii")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="ascii") as stamp:
+                stamp.write(content)
         except OSError:  # a read-only or full disk costs freshness across processes, never the write itself
             pass
 

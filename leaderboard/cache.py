@@ -40,7 +40,7 @@ from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
-from core.cache import elsewhere, generations, round_generations, shared_elsewhere
+from core.cache import elsewhere, elsewhere_by_round, generations, round_generations, shared_elsewhere
 
 T = TypeVar("T")
 
@@ -117,7 +117,8 @@ def freshness_by_round() -> dict[int, str]:
     # The shared number the list of rounds was read under: one moved since renews every key next time.
     numbers = round_generations(ids)[1]
     passed = bisect.bisect_right(rounds.publications, timezone.now())
-    return {pk: _of_round(shared, numbers[pk], passed, elsewhere(pk) if local else "") for pk in ids}
+    other = elsewhere_by_round(ids) if local else dict.fromkeys(ids, "")
+    return {pk: _of_round(shared, numbers[pk], passed, other[pk]) for pk in ids}
 
 
 def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int]], dict[int, T]],

@@ -22,7 +22,7 @@ from catalog.models import Round
 from core.cache import bump_generation, generation, generations
 from ingest.models import Submission
 from ingest.services import submissions
-from leaderboard.cache import freshness
+from leaderboard.cache import freshness, freshness_by_round
 from tests.factories import BenchmarkFactory, OrganizationFactory, ResultFactory, RoundFactory, SystemFactory
 from tests.ingest.test_run_logs import bundle  # noqa: F401  (a fixture: one demo item, five runs)
 from tests.people import make_people, open_round
@@ -184,3 +184,48 @@ def test_the_api_list_of_one_round_keeps_its_etag_through_a_change_in_another(
     assert not still(every, tags[every]) and not still(unknown, tags[unknown])  # about every round, or none
     _bumped(django_capture_on_commit_callbacks, round_id=past.pk)
     assert not still(one, tags[one])
+
+
+def test_with_a_per_process_cache_another_process_s_change_in_one_round_renews_that_round_s_parts_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer about several rounds is kept round by round, each part under its round's stamp; a request
+    reads one stamp file while no other process has bumped (the one every bump moves), not two per round."""
+    assert isinstance(caches["default"], LocMemCache)
+    first, second, third = (RoundFactory(slug=f"r{n}-v1.0") for n in range(3))
+    cache.clear()
+    before = freshness_by_round()
+    read: list[str] = []
+    reading = core.cache._read_stamp
+    monkeypatch.setattr(core.cache, "_read_stamp", lambda scope: read.append(scope) or reading(scope))
+    assert freshness_by_round() == before
+    assert read and set(read) == {""}  # no round's own stamp
+
+    core.cache._stamp(second.pk)  # another process's upload to the second round: its stamp, not our numbers
+    read.clear()
+    after = freshness_by_round()
+    assert after[second.pk] != before[second.pk]
+    assert {pk: after[pk] for pk in (first.pk, third.pk)} == {pk: before[pk] for pk in (first.pk, third.pk)}
+    assert read[0] == "" and f".round-{second.pk}" in read
+
+    core.cache._stamp()  # a change not confined to a round (a name, a badge): every round's part
+    renewed = freshness_by_round()
+    assert all(renewed[pk] != after[pk] for pk in (first.pk, second.pk, third.pk))
+
+
+def test_a_bump_leaves_its_round_s_stamp_before_the_one_every_bump_moves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order a reader's kept stamps rely on (core.cache._stamps): one that sees the last-written stamp
+    unchanged has seen every stamp a bump wrote before it."""
+    assert isinstance(caches["default"], LocMemCache)
+    written: list[str] = []
+    opening = open
+
+    def recording(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "w" in mode:
+            written.append(Path(path).name)
+        return opening(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", recording)
+    core.cache._stamp(7)
+    core.cache._stamp()
+    assert written == ["results-generation.round-7.stamp", "results-generation.stamp",
+                       "results-generation.shared.stamp", "results-generation.stamp"]
