@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import (
     Case,
@@ -41,7 +42,7 @@ from django.db.models.expressions import Col
 from django.db.models.functions import Coalesce, Lower, NullIf
 from django.http import QueryDict
 from django.urls import reverse
-from django.utils.formats import localize
+from django.utils.formats import get_format, localize
 from django.utils.safestring import SafeString, mark_safe
 
 from accounts.models import Organization
@@ -207,11 +208,17 @@ def cell_html(key: str, cell: Cell | None, label: str = "Compare") -> SafeString
 
     Every value is escaped with the standard library's html.escape, which replaces the same five
     characters as Django's escape and format_html, without their lazy-text checks on each argument
-    (a third of a signed-in table page's time went to them: 400 cells of 8 arguments each)."""
+    (a third of a signed-in table page's time went to them: 400 cells of 8 arguments each); numbers
+    written by `_number` or `minutes` hold none of those characters and are not escaped again."""
     if cell is None:
         return mark_safe(f'<td class="num score" data-benchmark="{_escaped(key)}"></td>')
+    return mark_safe(_cell_markup(_escaped(key), cell, _escaped(label)))
+
+
+def _cell_markup(key: str, cell: Cell, label: str) -> str:
+    """cell_html's markup of a cell, `key` and `label` already escaped (a row escapes its name once)."""
     verdict_label = cell.verdict_label
-    title = verdict_label + (f": {cell.no_score_reason}" if cell.no_score_reason else "")
+    title = _escaped(verdict_label + (f": {cell.no_score_reason}" if cell.no_score_reason else ""))
     shown: str
     if cell.value is not None:
         shown = _escaped(minutes(cell.value))
@@ -227,17 +234,44 @@ def cell_html(key: str, cell: Cell | None, label: str = "Compare") -> SafeString
         state = _escaped(cell.reproduction)
         repro = (f'<span class="repro repro-{state}" title="reproduction: {state}{note}">'
                  f'{_escaped(_REPRO_MARK.get(cell.reproduction, "?"))}</span>')
-    value = "" if cell.value is None else _escaped(localize(cell.value))
+    value = "" if cell.value is None else _number(cell.value)
+    pk = cell.pk if type(cell.pk) is int else _escaped(cell.pk)
     # Every value in it is escaped above or here; the rest is constant markup.
-    return mark_safe(
-        f'<td class="num score" data-benchmark="{_escaped(key)}"><input type="checkbox" name="ids" '
-        f'value="{_escaped(cell.pk)}" form="compare-form" aria-label="{_escaped(label)}">'
-        f'<a href="{_escaped(cell.url)}" class="{_escaped(cell.verdict)}" data-value="{value}" '
-        f'title="{_escaped(title)}">{shown}</a>{flag}{repro}</td>')
+    return (f'<td class="num score" data-benchmark="{key}"><input type="checkbox" name="ids" '
+            f'value="{pk}" form="compare-form" aria-label="{label}">'
+            f'<a href="{_escaped(cell.url)}" class="{_verdict_class(cell.verdict)}" data-value="{value}" '
+            f'title="{title}">{shown}</a>{flag}{repro}</td>')
 
 
 def _escaped(value: Any) -> str:
     return html.escape(str(value), quote=True)
+
+
+_VERDICT_CLASSES: dict[str, str] = {}
+
+
+def _verdict_class(verdict: str) -> str:
+    """A verdict escaped, kept: a page's few hundred cells hold a handful of verdicts."""
+    escaped = _VERDICT_CLASSES.get(verdict)
+    if escaped is None:
+        escaped = _escaped(verdict)
+        if len(_VERDICT_CLASSES) < 64:  # the choices, and at most a few odd stored values
+            _VERDICT_CLASSES[verdict] = escaped
+    return escaped
+
+
+def _number(value: Any) -> str:
+    """`localize(value)` escaped, as the template wrote a number: for this site's settings (no thousands
+    separator, '.' before decimals) a float or an int as Python writes it, without localize's format
+    lookups on each of a page's hundreds of numbers; a float Python writes with an exponent, and every
+    other value or setting, through localize."""
+    kind = type(value)
+    if (kind is float or kind is int) and not settings.USE_THOUSAND_SEPARATOR \
+            and get_format("DECIMAL_SEPARATOR") == ".":
+        text = repr(value)
+        if "e" not in text:
+            return text
+    return _escaped(localize(value))
 
 
 def _or_dash(value: Any) -> str:
@@ -247,7 +281,7 @@ def _or_dash(value: Any) -> str:
 
 def _count_or_dash(value: int | None) -> str:
     """The template's `value|default_if_none:"—"` (a number as the template prints it)."""
-    return "—" if value is None else _escaped(localize(value))
+    return "—" if value is None else _number(value)
 
 
 @dataclass
@@ -268,11 +302,14 @@ class Row:
     def html(self) -> SafeString:
         """The row's markup, as the template wrote it (without the whitespace between tags): one string
         per row instead of a template loop over its cells and a variable lookup per column."""
-        cells = "".join(cell_html(key, cell, f"Compare {self.name} {self.benchmark_names.get(key, key)}")
-                        for key, cell in self.cells)
+        # html.escape replaces characters one by one, so a label's parts are escaped apart: the name once.
+        name = _escaped(self.name)
+        cells = "".join(
+            _cell_markup(_escaped(key), cell, f"Compare {name} {_escaped(self.benchmark_names.get(key, key))}")
+            if cell is not None else cell_html(key, None) for key, cell in self.cells)
         return mark_safe(
             f'<tr data-system="{_escaped(self.slug)}"><th scope="row" class="system"><a href="{_escaped(self.url)}">'
-            f'{_escaped(self.name)}</a></th><td>{_escaped(self.submitter)}</td>'
+            f'{name}</a></th><td>{_escaped(self.submitter)}</td>'
             f'<td class="wide-only">{_or_dash(self.accelerator_model)}</td>'
             f'<td class="num">{_count_or_dash(self.accelerators)}</td>'
             f'<td class="num wide-only">{_count_or_dash(self.hosts)}</td>'

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from typing import Any
 
 import pytest
 from django.template import Context, Template
@@ -53,7 +54,8 @@ CELLS = [
         [7], ["/results/7/", f"/results/7/?x={HOSTILE}"],
         [(Result.Verdict.VERIFIED, True), (Result.Verdict.NONCOMPLIANT, False), ("<odd>", False)],
         ["", "3 of 5 required runs", HOSTILE],
-        [(12.948949999999998, 12.948949999999998), (1234.5, None), (None, None), (0.0042, 0.0042)],
+        [(12.948949999999998, 12.948949999999998), (1234.5, None), (None, None), (0.0042, 0.0042), (1e-07, 1e-07),
+         (3.5e20, 3.5e20), (-0.0, -0.0), (1200, 1200), (float("nan"), float("nan"))],
         ["", "reproduced", "mismatch", "failed", "<b>"],
     )
 ]
@@ -96,3 +98,16 @@ def test_each_row_is_the_markup_the_template_wrote(text: str, numbers: tuple[int
         written = ROW_TEMPLATE.render(Context({"row": row, "cells": cells}))
         assert row.html == re.sub(r">\s+<", "><", written.strip())
         assert "<script>" not in row.html
+
+
+def test_numbers_follow_the_site_s_number_format_when_it_groups_thousands(settings: Any) -> None:
+    """The cells write numbers without localize's lookups only for the format this site has; another
+    setting (thousands grouped) is honoured as the template honoured it."""
+    settings.USE_THOUSAND_SEPARATOR = True
+    big = Cell(pk=7, url="/results/7/", verdict=Result.Verdict.VERIFIED, no_score_reason="", score=123456.5,
+               value=123456.5, is_official=True, reproduction="")
+    written = cell_html("resnet", big)
+    assert written == with_format_html("resnet", big)
+    assert 'data-value="123,456.5"' in written
+    for cell in CELLS:
+        assert cell_html("resnet", cell) == with_format_html("resnet", cell)
