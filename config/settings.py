@@ -59,6 +59,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "accounts.viewer.ViewerMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # After the ones the refusal page's context reads (the user, the messages), before every view.
+    "core.middleware.RefuseNul",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]

@@ -120,8 +120,10 @@ def test_large_logs_are_paged(client: Client) -> None:
 def test_a_page_past_the_end_is_404_and_junk_parameters_are_ignored(client: Client) -> None:
     run = _run_with_log(_log(["a", "b"]))
     assert client.get(f"/results/{run.result_id}/runs/0/?page=9").status_code == 404
-    for junk in ("?page=-1", "?page=abc", "?line=0", "?line=99999999999999", "?page=%00"):
+    for junk in ("?page=-1", "?page=abc", "?line=0", "?line=99999999999999", "?page=%01"):
         assert client.get(f"/results/{run.result_id}/runs/0/{junk}").status_code == 200, junk
+    # A NUL in the address is refused before any view (core.middleware.RefuseNul).
+    assert client.get(f"/results/{run.result_id}/runs/0/?page=%00").status_code == 400
 
 
 def test_read_page_never_reads_past_its_page() -> None:
