@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import ProhibitNullCharactersValidator
 from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -32,30 +33,52 @@ class ClaimInput(serializers.Serializer):
     free_indexes = serializers.ListField(child=serializers.IntegerField(min_value=0), max_length=4096)
     cpus = serializers.IntegerField(min_value=0, required=False, default=0)
     memory_gb = serializers.FloatField(allow_null=True, required=False, default=None)
-    software = serializers.DictField(required=False, default=dict)
+    # name -> version, as the agent reports them (runner_agent.hardware.software) and the operators' page prints them
+    software = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=1000), required=False,
+                                     default=dict)
     # benchmark → the sha256 the runner's operator declared for its copy of the dataset ("" if none)
     datasets = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=64), required=False,
                                      default=dict)
     runs_implementations = serializers.BooleanField(required=False, default=False)
     inventory = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
 
+    def validate_software(self, value: dict[str, str]) -> dict[str, str]:
+        return _names_checked(value, "software packages")
+
     def validate_datasets(self, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > 1000 or any(len(key) > 200 for key in value):
-            raise serializers.ValidationError("At most 1000 benchmarks, each named in at most 200 characters.")
-        return value
+        return _names_checked(value, "benchmarks")
+
+
+def _names_checked(value: dict[str, str], what: str) -> dict[str, str]:
+    """A report's names (the values are CharFields, which refuse a NUL themselves): bounded, and no NUL, which
+    PostgreSQL's jsonb cannot hold (the claim failed with a 500 there)."""
+    if len(value) > 1000 or any(len(key) > 200 for key in value):
+        raise serializers.ValidationError(f"At most 1000 {what}, each named in at most 200 characters.")
+    if any("\x00" in key for key in value):
+        raise serializers.ValidationError("Null characters are not allowed.")
+    return value
+
+
+class PrintedText(serializers.CharField):
+    """Text a job printed, which may hold a NUL byte: accepted (the services drop it before storing, as
+    PostgreSQL text cannot hold one), where CharField refuses it. A refused heartbeat lost its lines, and a
+    refused completion left the attempt to expire and the job to run again."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
 
 
 class HeartbeatInput(serializers.Serializer):
     progress = serializers.FloatField(allow_null=True, required=False, default=None)
-    log_lines = serializers.ListField(child=serializers.CharField(allow_blank=True, trim_whitespace=False),
-                                      required=False, default=list, max_length=500)
+    log_lines = serializers.ListField(child=PrintedText(), required=False, default=list, max_length=500)
     elapsed_seconds = serializers.FloatField(allow_null=True, required=False, default=None)
 
 
 class CompleteInput(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=["finished", "failed", "cancelled", "timeout"])
     exit_code = serializers.IntegerField(allow_null=True, required=False, default=None)
-    output_tail = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
+    output_tail = PrintedText(required=False, default="")
     log_sha256 = serializers.CharField(allow_null=True, required=False, default=None)
     elapsed_seconds = serializers.FloatField(allow_null=True, required=False, default=None)
 

@@ -221,3 +221,42 @@ def test_only_benchmarks_with_a_runnable_implementation_can_be_reproduced(operat
     result = ResultFactory()
     with pytest.raises(services.JobError, match="no runnable implementation"):
         services.job_create(result=result, kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("software", {"python": "3.11\x00"}),
+    ("software", {"py\x00thon": "3.11"}),
+    ("software", {"nested": {"deep": ["not", "text"]}}),
+    ("software", {f"package-{n}": "1.0" for n in range(1001)}),
+    ("software", {"python": "x" * 1001}),
+    ("datasets", {"res\x00net": ""}),
+    ("name", "box\x00"),
+    ("inventory", "GPU\x00"),
+])
+def test_a_claim_with_hostile_text_is_refused_and_stores_nothing(operator, field: str, value: object) -> None:
+    """What a runner reports is stored as text (PostgreSQL's jsonb and text hold no NUL; the operators' page
+    prints each software entry as `name version`): a NUL, a nested value or an outsized report is a 400,
+    never a 500, and the runner's record keeps what it had."""
+    client, runner = _agent(operator)
+    before = {"software": runner.software, "datasets": runner.datasets, "last_seen_at": runner.last_seen_at}
+    response = client.post("/api/agent/v1/claim", {**CPU, field: value}, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()
+    runner.refresh_from_db()
+    assert {"software": runner.software, "datasets": runner.datasets, "last_seen_at": runner.last_seen_at} == before
+
+
+def test_a_job_that_prints_a_nul_keeps_its_heartbeats_and_its_completion(operator) -> None:
+    """A job's output is whatever it printed, a NUL byte included: the heartbeat keeps the lines and the
+    completion is recorded (the NUL dropped, as the service stores text), where both were refused (400): the
+    agent dropped the beat's lines, and a refused completion left the attempt to expire and run again."""
+    services.job_create(result=_result(), kind=ReproductionJob.Kind.CONVERGENCE, actor=operator)
+    client, _ = _agent(operator)
+    claim = _claim(client, CPU)
+    answer = _beat(client, claim, log_lines=["epoch 1\x00 loss 0.5", "\x00"])
+    assert answer.status_code == 200, answer.content
+    assert "epoch 1 loss 0.5" in Attempt.objects.get().log_tail
+    done = _complete(client, claim, output_tail="Traceback\x00 (most recent call last)")
+    assert done.status_code == 200, done.content
+    attempt = Attempt.objects.get()
+    assert attempt.outcome == "failed" and attempt.output_tail == "Traceback (most recent call last)"
