@@ -65,11 +65,16 @@ def job_request(request: HttpRequest, result_pk: int) -> HttpResponse:
     return redirect(job)
 
 
+NAME_MAX = Runner._meta.get_field("name").max_length or 120
+
+
 def _whole(text: str | None, default: int) -> int:
     """A whole number from a form field; anything else is refused by job_create's range check (as 0)."""
     if text is None or not text.strip():
         return default
-    return int(text) if text.strip().isdigit() and len(text) < 10 else 0
+    # ASCII digits only: "²".isdigit() holds, and int("²") raised (a 500).
+    digits = text.strip()
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) < 10 else 0
 
 
 @staff_member_required
@@ -94,8 +99,11 @@ def operators(request: HttpRequest) -> HttpResponse:
 @require_POST
 def runner_create(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "").strip()
-    if not name or Runner.objects.filter(name=name).exists():
-        messages.error(request, "Give the runner a new, unique name.")
+    # Checked before the lookup: PostgreSQL refuses a NUL in a query (a 500), and the column holds 120.
+    if (not name or len(name) > NAME_MAX or any(ord(c) < 32 or c == "\x7f" for c in name)
+            or Runner.objects.filter(name=name).exists()):
+        messages.error(request, f"Give the runner a new, unique name: at most {NAME_MAX} characters, "
+                                "no control characters.")
         return redirect("runners:operators")
     _, token = services.runner_create(name=name, actor=signed_in(request))
     request.session["new_runner_token"] = {"name": name, "token": token}  # shown once, on the next page

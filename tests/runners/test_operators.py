@@ -116,3 +116,22 @@ def test_the_result_page_form_takes_a_time_limit_and_attempts(operator, web, lim
         assert job is None and response["Location"] == result.get_absolute_url()
     else:
         assert job is not None and (job.time_limit_seconds, job.max_attempts) == made
+
+
+@pytest.mark.parametrize("name", ["box\x00", "tab\there", "x" * 121, "   "])
+def test_a_runner_name_that_cannot_be_stored_is_refused_with_a_message(web, name: str) -> None:
+    """Checked before any query: a NUL reaching PostgreSQL's lookup answered 500, an overlong name too."""
+    response = web.post("/operators/runners/new/", {"name": name}, follow=True)
+    assert response.status_code == 200
+    assert "at most 120 characters" in response.content.decode()
+    assert not Runner.objects.exists()
+
+
+@pytest.mark.parametrize("limit", ["²", "١٢٠", "9" * 12, "-5", "1e3"])
+def test_a_request_with_a_time_limit_that_is_no_whole_number_is_refused(operator, web, limit: str) -> None:
+    result = _result()
+    response = web.post(f"/results/{result.pk}/reproduce/", {"kind": "convergence", "time_limit_seconds": limit},
+                        follow=True)
+    assert response.status_code == 200
+    assert "time limit must be between" in response.content.decode()
+    assert not ReproductionJob.objects.exists()
