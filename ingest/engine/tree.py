@@ -24,8 +24,12 @@ class TreeError(ValueError):
     """The folder is not an MLCommons results tree; the message says what was expected."""
 
 
-def _natural_key(path: Path) -> list[object]:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+def _natural_key(path: Path) -> tuple[list[object], str]:
+    """result_2 before result_10; the name itself last, so that names whose numbers read alike (result_1 and
+    result_01, or written in other scripts' digits) still sort one way. The runs that `\\d` finds are decimal
+    digits, which int() reads; isdigit() also holds for '²', which it does not (a log named result_1²1.txt
+    crashed the parse)."""
+    return [int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", path.name)], path.name
 
 
 @dataclass(frozen=True)
