@@ -131,9 +131,11 @@ class ReproductionListApi(JobApiView):
         errors = {}
         result = request.query_params.get("result")
         if result is not None:
-            if not result.isdigit():
+            # ASCII digits: '²' and '١٢' pass isdigit() and failed in the ORM's int() (a 500).
+            whole = result.isascii() and result.isdigit()
+            if not whole:
                 errors["result"] = ["A result id (a whole number)."]
-            jobs = jobs.filter(result_id=result) if result.isdigit() else jobs
+            jobs = jobs.filter(result_id=result) if whole else jobs
         for name, choices in (("state", ReproductionJob.State.choices), ("kind", ReproductionJob.Kind.choices)):
             value = request.query_params.get(name)
             if value is not None:

@@ -108,3 +108,11 @@ def test_cancel_and_retry_through_the_api(operator) -> None:
     assert staff.post("/api/v1/reproductions/999999/retry/").status_code == 404
     actions = list(AuditEvent.objects.filter(subject_id=str(job_id)).values_list("action", flat=True))
     assert actions.count("job.cancel") == 1 and actions.count("job.retry") == 1
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "abc", "-1"])
+def test_the_list_refuses_a_result_that_is_no_whole_number(operator, value: str) -> None:
+    """'²' and '١٢' pass str.isdigit(); the filter then failed in the ORM (a 500), now a 400 like 'abc'."""
+    answer = _as(operator).get("/api/v1/reproductions/", {"result": value})
+    assert answer.status_code == 400, answer.content
+    assert "result" in answer.json()
