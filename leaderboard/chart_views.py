@@ -43,6 +43,7 @@ from django.views.decorators.http import require_safe
 from accounts.viewer import Visitor
 from catalog.models import Benchmark, Round
 from core.errors import BadRequest, Refusal
+from core.numbers import ascii_whole
 from ingest.models import Result, ResultQuerySet, Run, System
 from ingest.visibility import (
     viewer_fingerprint,
@@ -402,10 +403,10 @@ def division_param(request: HttpRequest) -> str:
 
 
 def scale_param(request: HttpRequest) -> int:
-    raw = request.GET.get("scale") or str(DEFAULT_SCALE)
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SCALE:
+    scale = ascii_whole(request.GET.get("scale") or str(DEFAULT_SCALE))
+    if scale is None or not 1 <= scale <= MAX_SCALE:
         raise BadRequest(f"scale must be a whole number of accelerators from 1 to {MAX_SCALE}.")
-    return int(raw)
+    return scale
 
 
 def _round(request: HttpRequest, slug: str) -> Round:
@@ -550,9 +551,9 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
     if benchmark is None:
         return render(request, "leaderboard/charts.html", context)
     scales = _scale_choices(user, benchmark.key, division)
-    raw_scale = request.GET.get("scale", "")
-    if raw_scale.isdigit() and 1 <= int(raw_scale) <= MAX_SCALE:
-        scale = int(raw_scale)
+    asked = ascii_whole(request.GET.get("scale"))
+    if asked is not None and 1 <= asked <= MAX_SCALE:
+        scale = asked
     else:
         scale = DEFAULT_SCALE if DEFAULT_SCALE in scales or not scales else scales[0]
     query = urlencode({"benchmark": benchmark.key, "division": division})
@@ -590,8 +591,8 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
                             lambda: history_data(user, benchmark.key, division, scale))),
     ]
     in_view = scored_round_results(user, round_).filter(benchmark_key=benchmark.key, division=division)
-    raw_result = request.GET.get("result", "")
-    selected = in_view.filter(pk=int(raw_result)).first() if raw_result.isdigit() else None
+    asked_result = ascii_whole(request.GET.get("result"))
+    selected = in_view.filter(pk=asked_result).first() if asked_result is not None else None
     if selected is None:
         selected = in_view.order_by(F("runs_cv").desc(nulls_last=True), "pk").first()
     if selected is not None:

@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from core.errors import NotFound
+from core.numbers import ascii_whole
 from core.views import shows_refusals
 from ingest import storage
 from ingest.bundles.formats import open_archive, reading
@@ -339,10 +340,8 @@ def raw_chunks(run: Run) -> Iterator[bytes]:
 
 def _positive(value: str | None) -> int | None:
     """A ?line= or ?page= as a positive int; anything else (text, negative, absurdly large) is ignored."""
-    if value is None or not value.isdigit() or len(value) > 9:
-        return None
-    number = int(value)
-    return number if number > 0 else None
+    number = ascii_whole(value, max_digits=9)
+    return number if number else None
 
 
 def _visible_run(request: HttpRequest, pk: int, position: int) -> Run:

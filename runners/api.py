@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
 from accounts.viewer import signed_in, viewer_of
+from core.numbers import ascii_whole
 from ingest.models import Result
 from ingest.visibility import visible_results
 from runners import services
@@ -131,11 +132,11 @@ class ReproductionListApi(JobApiView):
         errors = {}
         result = request.query_params.get("result")
         if result is not None:
-            # ASCII digits: '²' and '١٢' pass isdigit() and failed in the ORM's int() (a 500).
-            whole = result.isascii() and result.isdigit()
-            if not whole:
+            result_id = ascii_whole(result)
+            if result_id is None:
                 errors["result"] = ["A result id (a whole number)."]
-            jobs = jobs.filter(result_id=result) if whole else jobs
+            else:
+                jobs = jobs.filter(result_id=result_id)
         for name, choices in (("state", ReproductionJob.State.choices), ("kind", ReproductionJob.Kind.choices)):
             value = request.query_params.get(name)
             if value is not None:

@@ -15,6 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts.viewer import Visitor, signed_in, viewer_of
+from core.numbers import ascii_whole
 from ingest.implementations import implementation_file as implementation_file_read
 from ingest.implementations import implementation_for, implementation_results, is_text
 from ingest.models import Implementation, Result
@@ -72,9 +73,8 @@ def _whole(text: str | None, default: int) -> int:
     """A whole number from a form field; anything else is refused by job_create's range check (as 0)."""
     if text is None or not text.strip():
         return default
-    # ASCII digits only: "²".isdigit() holds, and int("²") raised (a 500).
-    digits = text.strip()
-    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) < 10 else 0
+    number = ascii_whole(text, max_digits=9)
+    return number if number is not None else 0
 
 
 @staff_member_required

@@ -442,3 +442,15 @@ def test_the_scale_choices_are_every_rounds_kept_round_by_round(people, publishe
         assert _scale_options(dave) == [8, 16, 64, 256]
     read = [q["sql"] for q in after.captured_queries if _reads_scales(q["sql"])]
     assert len(read) == 1 and f'"round_id" IN ({round_.pk})' in read[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["²", "١٦", "①"])
+def test_a_scale_or_result_in_digits_int_refuses_or_other_scripts_is_no_number(client: Client, published,
+                                                                             value: str) -> None:
+    """str.isdigit() holds for '²' and int() refuses it: the charts page and history.json answered 500.
+    Now the page falls back to its default scale and selection, the JSON says what scale must be."""
+    page = client.get("/rounds/training-v9.0/charts/", {"benchmark": "resnet", "scale": value, "result": value})
+    assert page.status_code == 200 and 'data-chart="history"' in page.content.decode()
+    history = client.get("/benchmarks/resnet/history.json", {"scale": value})
+    assert history.status_code == 400 and "scale must be a whole number" in history.json()["error"]

@@ -225,3 +225,10 @@ def test_findings_link_to_their_line_and_are_shown_beside_it(client: Client) -> 
 def test_line_url_points_at_the_page_and_fragment() -> None:
     assert logs.line_url(3, 1, 135) == "/results/3/runs/1/?line=135#L135"
     assert logs.page_of(logs.PAGE_LINES + 1) == 2 and logs.page_of(1) == 1
+
+
+def test_a_line_or_page_in_digits_int_refuses_is_ignored(client: Client) -> None:
+    """'²' passes str.isdigit() and int() refuses it: ?line=² answered 500; now it is junk, ignored."""
+    run = _run_with_log(_log(["a", "b"]))
+    for junk in ("?line=²", "?page=²", "?line=١", "?page=①"):
+        assert client.get(f"/results/{run.result_id}/runs/0/{junk}").status_code == 200, junk
