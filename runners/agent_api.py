@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.fields import ProhibitSurrogateCharactersValidator
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -54,19 +56,27 @@ def _names_checked(value: dict[str, str], what: str) -> dict[str, str]:
     PostgreSQL's jsonb cannot hold (the claim failed with a 500 there)."""
     if len(value) > 1000 or any(len(key) > 200 for key in value):
         raise serializers.ValidationError(f"At most 1000 {what}, each named in at most 200 characters.")
-    if any("\x00" in key for key in value):
-        raise serializers.ValidationError("Null characters are not allowed.")
+    if any("\x00" in key or _SURROGATES.search(key) for key in value):
+        raise serializers.ValidationError("Null and surrogate characters are not allowed in names.")
     return value
 
 
 class PrintedText(serializers.CharField):
-    """Text a job printed, which may hold a NUL byte: accepted (the services drop it before storing, as
-    PostgreSQL text cannot hold one), where CharField refuses it. A refused heartbeat lost its lines, and a
-    refused completion left the attempt to expire and the job to run again."""
+    """Text a job printed, which may hold a NUL byte or a lone surrogate (undecodable output, escaped):
+    accepted, where CharField refuses both. The services drop a NUL before storing (PostgreSQL text cannot
+    hold one); a surrogate, which UTF-8 cannot encode, becomes U+FFFD here. A refused heartbeat lost its
+    lines, and a refused completion left the attempt to expire and the job to run again."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
-        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+        self.validators = [v for v in self.validators
+                           if not isinstance(v, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator)]
+
+    def to_internal_value(self, data: Any) -> str:
+        return _SURROGATES.sub("\ufffd", super().to_internal_value(data))
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class HeartbeatInput(serializers.Serializer):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -230,6 +231,8 @@ def test_only_benchmarks_with_a_runnable_implementation_can_be_reproduced(operat
     ("software", {f"package-{n}": "1.0" for n in range(1001)}),
     ("software", {"python": "x" * 1001}),
     ("datasets", {"res\x00net": ""}),
+    ("datasets", {"res\ud800net": ""}),
+    ("software", {"py\udc80": "3.11"}),
     ("name", "box\x00"),
     ("inventory", "GPU\x00"),
 ])
@@ -239,7 +242,8 @@ def test_a_claim_with_hostile_text_is_refused_and_stores_nothing(operator, field
     never a 500, and the runner's record keeps what it had."""
     client, runner = _agent(operator)
     before = {"software": runner.software, "datasets": runner.datasets, "last_seen_at": runner.last_seen_at}
-    response = client.post("/api/agent/v1/claim", {**CPU, field: value}, format="json")
+    # Sent as JSON escapes (a lone surrogate cannot be written as UTF-8), as a hostile client would.
+    response = client.post("/api/agent/v1/claim", json.dumps({**CPU, field: value}), content_type="application/json")
     assert response.status_code == 400, response.content
     assert field in response.json()
     runner.refresh_from_db()
@@ -256,6 +260,12 @@ def test_a_job_that_prints_a_nul_keeps_its_heartbeats_and_its_completion(operato
     answer = _beat(client, claim, log_lines=["epoch 1\x00 loss 0.5", "\x00"])
     assert answer.status_code == 200, answer.content
     assert "epoch 1 loss 0.5" in Attempt.objects.get().log_tail
+    # Undecodable output arrives as lone surrogates (JSON escapes): kept as U+FFFD, not refused.
+    beat = client.post(f"/api/agent/v1/attempts/{claim['attempt']['id']}/heartbeat",
+                       json.dumps({"log_lines": ["bytes \udcff here"]}), content_type="application/json",
+                       HTTP_X_ATTEMPT_SECRET=claim["attempt"]["secret"])
+    assert beat.status_code == 200, beat.content
+    assert "bytes \ufffd here" in Attempt.objects.get().log_tail
     done = _complete(client, claim, output_tail="Traceback\x00 (most recent call last)")
     assert done.status_code == 200, done.content
     attempt = Attempt.objects.get()
