@@ -10,11 +10,11 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.http import FileResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.fields import ProhibitSurrogateCharactersValidator
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from rest_framework.views import APIView
 
 from ingest import storage
