@@ -18,6 +18,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from core.errors import BadRequest, NotFound, Refusal
+from core.numbers import ascii_whole
 from ingest.metrics import METRICS
 from ingest.models import Result, Run
 from ingest.visibility import visible_results
@@ -73,12 +74,11 @@ def parse_id_list(values: Sequence[str]) -> list[int]:
             part = part.strip()
             if not part:
                 continue
-            if not (part.isascii() and part.isdigit()):
+            number = ascii_whole(part)  # at most 18 digits: beyond any primary key
+            if number is None:
                 raise BadRequest(f"“{part[:20]}” is not a result id: give whole numbers, e.g. ?ids=12,34.")
-            if len(part) > 18:  # beyond any primary key; int() of a huge string is also slow
-                raise BadRequest(f"“{part[:20]}” is not a result id: give whole numbers, e.g. ?ids=12,34.")
-            if int(part) not in ids:
-                ids.append(int(part))
+            if number not in ids:
+                ids.append(number)
             if len(ids) > 100:
                 raise BadRequest(f"Compare takes {MIN_RESULTS} to {MAX_RESULTS} different results.")
     return ids

@@ -51,9 +51,12 @@ class ClaimInput(serializers.Serializer):
         return _names_checked(value, "benchmarks")
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def _names_checked(value: dict[str, str], what: str) -> dict[str, str]:
-    """A report's names (the values are CharFields, which refuse a NUL themselves): bounded, and no NUL, which
-    PostgreSQL's jsonb cannot hold (the claim failed with a 500 there)."""
+    """A report's names (the values are CharFields, which refuse NUL and surrogates themselves): bounded, and
+    neither of those, which PostgreSQL's jsonb cannot hold (the claim failed with a 500 there)."""
     if len(value) > 1000 or any(len(key) > 200 for key in value):
         raise serializers.ValidationError(f"At most 1000 {what}, each named in at most 200 characters.")
     if any("\x00" in key or _SURROGATES.search(key) for key in value):
@@ -74,9 +77,6 @@ class PrintedText(serializers.CharField):
 
     def to_internal_value(self, data: Any) -> str:
         return _SURROGATES.sub("\ufffd", super().to_internal_value(data))
-
-
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class HeartbeatInput(serializers.Serializer):

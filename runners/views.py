@@ -23,6 +23,8 @@ from ingest.visibility import visible_results
 from runners import services
 from runners.models import ReproductionJob, Runner
 
+NAME_MAX = Runner._meta.get_field("name").max_length or 120
+
 
 def may_request(user: Visitor, result: Result) -> bool:
     return viewer_of(user).chairs(result.round_id)
@@ -64,9 +66,6 @@ def job_request(request: HttpRequest, result_pk: int) -> HttpResponse:
         return redirect(result)
     messages.success(request, f"Reproduction #{job.pk} queued.")
     return redirect(job)
-
-
-NAME_MAX = Runner._meta.get_field("name").max_length or 120
 
 
 def _whole(text: str | None, default: int) -> int:
