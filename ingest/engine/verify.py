@@ -424,14 +424,17 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
             # The package checker skips minigo; Podium's own benchmarks have no reference convergence points.
             rcp_wanted = (facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset)
                           and source.benchmark != "minigo" and known and ext is None)
-            ahead = _RcpAhead(report, bench, top, budget, wanted=rcp_wanted and mode == UPLOAD)
+            # Written once: the RCP check started ahead may be reading it while the logs are checked,
+            # and rewriting it in place then (truncated, then filled) handed that check an empty file.
+            reference = _rcp_reference(report, top) if rcp_wanted else None
+            ahead = _RcpAhead(report, bench, reference, budget, wanted=rcp_wanted and mode == UPLOAD)
             copies = _check_logs(report, source, files, bench, ext.rules if ext else None, budget, ahead)
             _check_division(report)
             _check_run_count(report)
             if facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset):
                 _check_seeds(report, copies, budget)
                 if rcp_wanted and any(copies):
-                    _check_rcp(report, bench, budget, top, ahead.take(copies))
+                    _check_rcp(report, bench, budget, reference, ahead.take(copies))
             _apply_scaling(report, source)
             _score(report, known)
             _energy(report, source, files)
@@ -735,8 +738,9 @@ class _RcpAhead:
 
     MAX_BYTES = 8 * 2**20
 
-    def __init__(self, report: ItemReport, bench: Path, scratch: Path, budget: _Budget, *, wanted: bool) -> None:
-        self.report, self.bench, self.scratch, self.budget, self.wanted = report, bench, scratch, budget, wanted
+    def __init__(self, report: ItemReport, bench: Path, reference: Path | None, budget: _Budget, *,
+                 wanted: bool) -> None:
+        self.report, self.bench, self.reference, self.budget, self.wanted = report, bench, reference, budget, wanted
         self.running: tool.Ahead | None = None
         self.read: list[Path] = []
 
@@ -748,7 +752,7 @@ class _RcpAhead:
             return
         self.read = given
         self.running = tool.rcp_ahead(self.bench, self.report.ruleset, budget_s=self.budget.call_s,
-                                      reference=_rcp_reference(self.report, self.scratch))
+                                      reference=self.reference)
 
     def take(self, copies: list[Path | None]) -> tool.Ahead | None:
         """The started check, if it read what the check would read now; else None (and it is ended)."""
@@ -764,13 +768,12 @@ class _RcpAhead:
             self.running = None
 
 
-def _check_rcp(report: ItemReport, directory: Path, budget: _Budget, scratch: Path,
+def _check_rcp(report: ItemReport, directory: Path, budget: _Budget, reference: Path | None,
                ahead: tool.Ahead | None = None) -> None:
     """The RCP check with the reference points the round had (points added after its publication are left
     out, catalog/data/rule_changes.yaml); where today's points say otherwise, a warning names them."""
     rel = f"{report.org}/results/{report.system}/{report.benchmark}"
     later = history.later_rcp_points(report.ruleset, report.benchmark)
-    reference = _rcp_reference(report, scratch)
     outcome = _run_rcp(report, directory, budget, rel, reference, ahead)
     if outcome is None:
         return

@@ -134,3 +134,38 @@ def test_a_spent_budget_ends_the_check_ahead_unread(make_tree, ahead_calls, monk
     assert len(ahead_calls["started"]) == 1 and ahead_calls["answered"] == []
     assert ahead_calls["cancelled"]
     assert report.rcp_status == "tool_error" and "budget was spent" in report.rcp_message
+
+
+@pytest.mark.corpus
+def test_the_rounds_reference_points_are_never_rewritten_under_a_check_started_ahead(corpus_dir: Path, tmp_path: Path,
+                                                                                    ahead_calls,
+                                                                                    monkeypatch) -> None:
+    """A round judged with the points it had reads them from a file. Written again in the check's turn
+    (truncated, then filled) while the check started ahead was opening it, that check read an empty file,
+    crashed and the verdict lost its findings (CI, once, on a loaded machine)."""
+    from tests.ingest.corpus_items import NVIDIA_SSD_V40, copy_item, logs, set_value
+    from tests.ingest.corpus_items import verify as verify_bench
+
+    events: list[tuple[str, Path | None]] = []
+    write = verify._rcp_reference
+
+    def recorded_write(report: ItemReport, scratch: Path) -> Path | None:
+        reference = write(report, scratch)
+        events.append(("written", reference))
+        return reference
+
+    monkeypatch.setattr(verify, "_rcp_reference", recorded_write)
+    started = tool.rcp_ahead
+
+    def recorded_start(*args: Any, **kwargs: Any) -> tool.Ahead:
+        events.append(("started", kwargs.get("reference")))
+        return started(*args, **kwargs)
+
+    monkeypatch.setattr(tool, "rcp_ahead", recorded_start)
+    bench = copy_item(corpus_dir, tmp_path, NVIDIA_SSD_V40, "3.1.0", scaling=False)
+    for log in logs(bench):
+        set_value(log, "global_batch_size", 320)  # a batch size whose reference point came after 3.1
+    report = verify_bench(bench, "3.1.0", verify.UPLOAD)
+    ((_, reference),) = [e for e in events if e[0] == "written"]
+    assert reference is not None and events == [("written", reference), ("started", reference)]
+    assert report.rcp_status == "fail" and [f for f in report.findings if f.checker == "later_rcp"]
