@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--spans", action="store_true",
                         help="no profiler: the wall time of each step of the task instead (median over the tasks "
                              "after the first)")
+    parser.add_argument("--no-spare", action="store_true",
+                        help="no spare checker child forked after each task (a worker process keeps one)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="podium-profile-task-"))
     os.environ.update(
@@ -65,6 +67,8 @@ def main() -> None:
     from ingest.services import submissions
 
     tool.preload()  # as the worker does before it forks
+    if not args.no_spare:
+        tool.enable_spares()  # as each worker process does (config/celery.py)
     submissions.enqueue = lambda submission_id: None  # the task is called here, not through the broker
     user = setup_globals["user"]
     org, round_ = Organization.objects.get(slug="larkspur-compute"), Round.objects.get(slug="bench-v4.0")
