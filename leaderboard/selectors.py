@@ -17,6 +17,7 @@ from django.db.models import (
     Prefetch,
     Q,
     QuerySet,
+    Subquery,
     Value,
     When,
     Window,
@@ -57,35 +58,53 @@ def result_counts(user: Visitor) -> ResultCounts:
     data version of that round and what the visitor may see beyond the public record, so the first request
     after an upload recounts that upload's round alone (5 ms at 20,000 results in it; all rounds at once,
     200,000 results, took 100 ms)."""
-    kept = kept_by_round("round-result-counts", (viewer_fingerprint(user),), partial(_round_counts, user))
+    kept = kept_by_round("round-result-summary", (viewer_fingerprint(user),), partial(_round_counts, user))
     rounds: dict[int, tuple[int, int]] = {}
     benchmarks: dict[str, int] = {}
     accelerators: dict[str, int] = {}
     organizations: set[int] = set()
-    for round_id, groups in kept.items():
-        if groups:
-            rounds[round_id] = (sum(group[-1] for group in groups), len({group[1] for group in groups}))
-        for key, organization_id, model, n in groups:
+    for round_id, (results, round_organizations, by_benchmark, by_accelerator) in kept.items():
+        if results:
+            rounds[round_id] = (results, len(round_organizations))
+        organizations.update(round_organizations)
+        for key, n in by_benchmark.items():
             benchmarks[key] = benchmarks.get(key, 0) + n
-            organizations.add(organization_id)
-            if model:
-                accelerators[model] = accelerators.get(model, 0) + n
+        for model, n in by_accelerator.items():
+            accelerators[model] = accelerators.get(model, 0) + n
     return ResultCounts(rounds, benchmarks, accelerators, organizations)
 
 
-def _round_counts(user: Visitor, stale: list[int]) -> dict[int, list[tuple[str, int, str, int]]]:
-    """(benchmark, organization, accelerator model, results) of each round: a round's submitters are its
-    distinct organizations, and these groups are far fewer than its results. One query per round: each reads
-    an index alone, in its order (result_table_choices: the embargo decided for the round beforehand, no
-    join, COUNT(*); 12 -> 5 ms at 20,000 results), where one query over all of them scanned the table (200 ms
-    at 200,000). A round with nothing the visitor may see has none."""
-    counts: dict[int, list[tuple[str, int, str, int]]] = {pk: [] for pk in stale}
+# A round's counts as kept: (results, its organizations' ids, results per benchmark key, results per
+# accelerator model). Plain tuples and dicts, so that what the cache holds unpickles whatever this module
+# becomes.
+_RoundCounts = tuple[int, tuple[int, ...], dict[str, int], dict[str, int]]
+
+
+def _round_counts(user: Visitor, stale: list[int]) -> dict[int, _RoundCounts]:
+    """Each stale round's counts (_RoundCounts), summed here once from its (organization, accelerator model,
+    benchmark) groups: a round's submitters are its distinct organizations, and these groups are far fewer
+    than its results. One query per round: each reads an index alone, in its order (result_table_choices:
+    the embargo decided for the round beforehand, no join, COUNT(*); 12 -> 5 ms at 20,000 results), where one
+    query over all of them scanned the table (200 ms at 200,000). The groups themselves were kept before,
+    1,200 a round in the bench's data: every signed-in view of the home page unpickled and summed 12,000 of
+    them, twice (half of its 120 ms of CPU)."""
+    counts: dict[int, _RoundCounts] = {}
     for round_ in Round.objects.filter(pk__in=stale).only("publication_date"):
-        # Grouped in the index's column order (a sorted pass), kept in the order the readers unpack.
+        # Grouped in the index's column order (a sorted pass).
         groups = (visible_round_results(user, round_).current().order_by()
                   .values_list("organization_id", "accelerator_model", "benchmark_key").annotate(n=Count("*")))
-        counts[round_.pk] = [(key, organization_id, model, n) for organization_id, model, key, n in groups]
-    return counts
+        results = 0
+        organizations: set[int] = set()
+        benchmarks: dict[str, int] = {}
+        accelerators: dict[str, int] = {}
+        for organization_id, model, key, n in groups:
+            results += n
+            organizations.add(organization_id)
+            benchmarks[key] = benchmarks.get(key, 0) + n
+            if model:
+                accelerators[model] = accelerators.get(model, 0) + n
+        counts[round_.pk] = (results, tuple(sorted(organizations)), benchmarks, accelerators)
+    return {pk: counts.get(pk, (0, (), {}, {})) for pk in stale}
 
 
 @dataclass(frozen=True)
@@ -122,15 +141,21 @@ def newest_published_round(user: Visitor) -> Round | None:
 
 
 def round_highlights(user: Visitor, round_: Round) -> list[Highlight]:
-    """Per benchmark, one query for its fastest closed result and, where there is none, one for its fastest
-    of any division: each reads the first entries of an index (result_chart_points), not the round."""
-    ranked = (visible_round_results(user, round_).current().ranked()
-              .select_related("organization", "system").order_by("score", "pk"))
-    highlights = []
-    for benchmark in round_.benchmarks.all():
-        mine = ranked.filter(benchmark_key=benchmark.key)
-        highlights.append(Highlight(benchmark, mine.filter(division=System.Division.CLOSED).first() or mine.first()))
-    return highlights
+    """Per benchmark, its fastest closed result or, where there is none, its fastest of any division. The
+    round's benchmarks are read with both picks' ids, each a subquery that reads the first entry of an index
+    (result_chart_points), not the round; then the picked results. Two queries: one `first()` per benchmark
+    and division (nine in the bench's rounds) cost the home page a third of its time, signed in."""
+    ranked = visible_round_results(user, round_).current().ranked().order_by("score", "pk")
+
+    def fastest(**among: Any) -> Subquery:
+        return Subquery(ranked.filter(benchmark_key=OuterRef("key"), **among).values("pk")[:1])
+
+    benchmarks = list(round_.benchmarks.annotate(closed_pick=fastest(division=System.Division.CLOSED),
+                                                 any_pick=fastest()))
+    picks = {b.pk: b.closed_pick if b.closed_pick is not None else b.any_pick for b in benchmarks}
+    results = Result.objects.select_related("organization", "system").in_bulk(
+        [pk for pk in picks.values() if pk is not None])
+    return [Highlight(b, results.get(picks[b.pk])) for b in benchmarks]
 
 
 @dataclass(frozen=True)

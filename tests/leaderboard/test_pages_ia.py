@@ -95,6 +95,47 @@ def test_home_lists_the_benchmarks_and_hides_embargoed_things(client: Client, wo
     assert "Hiddenco" not in html and "Training v3" not in html
 
 
+def test_highlights_pick_closed_first_then_any_division_in_two_queries(world, django_assert_num_queries) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    from leaderboard import selectors
+
+    v2, zeta = world["v2"], world["zeta"]
+    zo = System.objects.get(slug="zeta-open")
+    # Three more benchmarks: only an open result; a closed tie (the lower id wins); nothing scored.
+    only_open = BenchmarkFactory(round=v2, key="ssd", name="SSD", position=2)
+    tie = BenchmarkFactory(round=v2, key="dlrm", name="DLRM", position=3)
+    BenchmarkFactory(round=v2, key="gpt3", name="GPT-3", position=4)
+    open_pick = ResultFactory(system=zo, benchmark=only_open, score=7.0)
+    ResultFactory(system=zo, benchmark=only_open, score=9.0, is_current=False)  # superseded, never picked
+    z8 = System.objects.get(slug="zeta-8", organization=zeta)
+    first_of_tie = ResultFactory(system=z8, benchmark=tie, score=3.0)
+    ResultFactory(system=System.objects.get(slug="acme-64", round=v2), benchmark=tie, score=3.0)
+    with django_assert_num_queries(2):
+        picked = {h.benchmark.key: h.result for h in selectors.round_highlights(AnonymousUser(), v2)}
+    assert picked == {"resnet": world["a2"], "bert": None, "ssd": open_pick, "dlrm": first_of_tie, "gpt3": None}
+    assert picked["resnet"].organization.slug == "acme" and picked["resnet"].system.slug == "acme-64"
+
+
+def test_result_counts_sum_each_rounds_groups(world) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    from leaderboard import selectors
+
+    counts = selectors.result_counts(AnonymousUser())
+    assert counts.rounds == {world["v1"].pk: (1, 1), world["v2"].pk: (4, 2)}  # the embargoed round: none
+    assert counts.benchmarks == {"resnet": 4, "bert": 1}
+    assert counts.organizations == {world["acme"].pk, world["zeta"].pk}
+    models = dict(Result.objects.filter(pk__in=[world[k].pk for k in ("a1", "a2", "z2", "zo", "zbad")])
+                  .values_list("pk", "accelerator_model"))
+    expected: dict[str, int] = {}
+    for model in models.values():
+        if model:
+            expected[model] = expected.get(model, 0) + 1
+    assert counts.accelerators == expected and sum(expected.values()) >= 4
+    assert selectors.result_counts(AnonymousUser()) == counts  # read back from what was kept
+
+
 # --- benchmark, organization, system pages ----------------------------------------------------------------
 
 def test_benchmark_page_has_definition_rounds_best_first_and_the_history_chart(client: Client, world) -> None:
