@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+from urllib.parse import quote
 
 from django.db.models import (
     Case,
@@ -14,7 +15,6 @@ from django.db.models import (
     F,
     IntegerField,
     OuterRef,
-    Prefetch,
     Q,
     QuerySet,
     Subquery,
@@ -221,13 +221,38 @@ def _first_of_each_round(user: Visitor, name: str, parts: tuple[Any, ...],
     kept = kept_by_round(name, (viewer_fingerprint(user), limit, *parts), compute)
     place = {pk: n for picks, _ in kept.values() for pk, n in picks}
     totals = {round_id: total for round_id, (picks, total) in kept.items() if picks}
-    # The systems read by their ids in a query of their own: joined, PostgreSQL hashed every system to find
-    # the picked rows' few hundred (an organization's page at 200,000 results: 25,000 systems, 37 ms). Their
-    # description is the largest column, shown on the system's page alone.
-    systems = Prefetch("system", queryset=System.objects.defer("description"))
+    # Only what the pages show (LISTED_COLUMNS): the whole rows of 250 results, with their round,
+    # organization, benchmark and system, were most of a benchmark page's 170 ms of CPU, signed in. The
+    # system is not joined: its page's address is made from the result's system_id (`system_url`).
     rows = (visible_results(user).filter(pk__in=place).select_related("round", "organization", "benchmark")
-            .prefetch_related(systems))
-    return sorted(rows, key=lambda r: (r.round_id, place[r.pk])), totals
+            .only(*LISTED_COLUMNS))
+    return _with_urls(sorted(rows, key=lambda r: (r.round_id, place[r.pk]))), totals
+
+
+# What a benchmark's or an organization's page shows of each result (templates leaderboard/benchmark.html and
+# organization.html): anything else a template reads costs a query per row (tests count them).
+LISTED_COLUMNS = (
+    "id", "round_id", "organization_id", "system_id", "benchmark_id", "system_name", "system_slug", "benchmark_key",
+    "division", "accelerator_count", "accelerator_model", "score", "verdict", "withdrawn_at",
+    "round__slug", "round__name", "round__publication_date", "organization__slug", "organization__name",
+    "benchmark__name",
+)
+
+
+def _with_urls(results: list[Result]) -> list[Result]:
+    """Each result with `url`, `system_url` and `organization_url`, the addresses of its page, its system's
+    and its organization's, from one reversal each: the id or slug is formatted in, not reversed per row
+    (two reversals per row were a tenth of the page). A slug is quoted as reverse() would (a SlugField's
+    letters need none)."""
+    marker = "987654321"
+    result_url, system_url, organization_url = (
+        reverse(name, args=[marker]).replace(marker, "{}")
+        for name in ("leaderboard:result", "leaderboard:system", "leaderboard:organization"))
+    for result in results:
+        result.url = result_url.format(result.pk)  # type: ignore[attr-defined]
+        result.system_url = system_url.format(result.system_id)  # type: ignore[attr-defined]
+        result.organization_url = organization_url.format(quote(result.organization.slug, safe=""))  # type: ignore[attr-defined]
+    return results
 
 
 def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:

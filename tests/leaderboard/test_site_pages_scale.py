@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from core.cache import bump_generation
 from ingest.models import Result
@@ -23,6 +24,7 @@ PAGES = {
     "benchmark list": "/benchmarks/",
     "benchmark page": "/benchmarks/resnet/",
     "organization list": "/organizations/",
+    "organization page": "/organizations/acme/",
     "search": "/search/?q=ac",
 }
 
@@ -198,3 +200,8 @@ def test_the_first_results_read_their_systems_by_id_not_through_a_join(page: str
     shown = Result.objects.filter(pk__in=[int(pk) for pk in re.findall(r'href="/results/(\d+)/"', html)])
     names = {r.system.name for r in shown.select_related("system")}
     assert names and all(name in html for name in names)
+    # The addresses are formatted from one reversal each (selectors._with_urls): the same as reversed per row.
+    links = ({r.system.get_absolute_url() for r in shown} if page.startswith("/organizations/")
+             else {reverse("leaderboard:organization", args=[r.organization.slug])
+                   for r in shown.select_related("organization")})
+    assert links and all(f'href="{link}"' in html for link in links)
