@@ -56,6 +56,7 @@ from ingest.visibility import (
 )
 from leaderboard import api_sql, cache
 from leaderboard import filters as api_filters
+from leaderboard.addresses import around_id
 
 AnyResponse = TypeVar("AnyResponse", bound=HttpResponse)
 
@@ -698,16 +699,6 @@ RESULT_COLUMNS = (
 )
 
 
-_MARK = 987654321
-
-
-@functools.cache
-def _around_id(view_name: str) -> tuple[str, str]:
-    """A detail URL's text before and after the id, from one reversal: a page of rows reverses none."""
-    before, _, after = reverse(view_name, args=[_MARK]).partition(str(_MARK))
-    return before, after
-
-
 def _iso_datetime(value: datetime.datetime, zone: datetime.tzinfo) -> str:
     """What DRF's DateTimeField writes with the default settings (ISO 8601 in the current time zone, UTC
     as Z), with the zone looked up once per page rather than per value (its lookups were a fifth of a
@@ -750,7 +741,7 @@ class ResultRows:
         fields = []
         for name, column, convert in self.plan:
             if name in links:
-                before, after = _around_id(links[name])
+                before, after = around_id(links[name])
                 fields.append(api_sql.Field(name, "link", "system_id" if name == "system_url" else "id", before, after))
             elif name in ("runs_url", "findings_url"):
                 listing = reverse("api:run-list" if name == "runs_url" else "api:finding-list")
@@ -780,7 +771,7 @@ class ResultRows:
 
     def rows(self, request: Request | None, page: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         base = request.build_absolute_uri("/")[:-1] if request is not None else ""
-        detail, web, system = (_around_id(view) for view in ("api:result-detail", "leaderboard:result",
+        detail, web, system = (around_id(view) for view in ("api:result-detail", "leaderboard:result",
                                                               "api:system-detail"))
         runs, findings = f"{base}{reverse('api:run-list')}?result=", f"{base}{reverse('api:finding-list')}?result="
         zone = timezone.get_current_timezone()

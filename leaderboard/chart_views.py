@@ -53,6 +53,7 @@ from ingest.visibility import (
     visible_rounds,
 )
 from leaderboard import charts
+from leaderboard.addresses import around_id
 from leaderboard.cache import cached_public, kept_by_round
 
 T = TypeVar("T")
@@ -89,17 +90,9 @@ POINT_COLUMNS = ("pk", "submitter", "organization__name", "system_name", "system
                  "accelerator_count", "host_count", "score", "runs_cv", "category")
 
 
-@functools.cache
-def _result_url_template() -> tuple[str, str]:
-    """The result page's URL around its id, reversed once: a chart of thousands of points reverses no URL per point."""
-    marker = "987654321"
-    before, _, after = reverse("leaderboard:result", args=[int(marker)]).partition(marker)
-    return before, after
-
-
 def _point(row: Sequence[Any]) -> charts.ResultPoint:
     """A point from a row of values_list(*POINT_COLUMNS) (and perhaps more columns after them)."""
-    before, after = _result_url_template()
+    before, after = around_id("leaderboard:result")
     pk, submitter, organization, system_name, system_slug, model, accelerators, hosts, score, cv, category = (
         row[:len(POINT_COLUMNS)])
     return charts.ResultPoint(id=pk, url=f"{before}{pk}{after}", submitter=submitter or organization,

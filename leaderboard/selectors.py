@@ -38,6 +38,7 @@ from ingest.visibility import (
     visible_rounds,
     visible_systems,
 )
+from leaderboard.addresses import template
 from leaderboard.cache import kept_by_round
 
 
@@ -244,10 +245,8 @@ def _with_urls(results: list[Result]) -> list[Result]:
     and its organization's, from one reversal each: the id or slug is formatted in, not reversed per row
     (two reversals per row were a tenth of the page). A slug is quoted as reverse() would (a SlugField's
     letters need none)."""
-    marker = "987654321"
     result_url, system_url, organization_url = (
-        reverse(name, args=[marker]).replace(marker, "{}")
-        for name in ("leaderboard:result", "leaderboard:system", "leaderboard:organization"))
+        template(name) for name in ("leaderboard:result", "leaderboard:system", "leaderboard:organization"))
     for result in results:
         result.url = result_url.format(result.pk)  # type: ignore[attr-defined]
         result.system_url = system_url.format(result.system_id)  # type: ignore[attr-defined]

@@ -41,7 +41,6 @@ from django.db.models import (
 from django.db.models.expressions import Col
 from django.db.models.functions import Coalesce, Lower, NullIf
 from django.http import QueryDict
-from django.urls import reverse
 from django.utils.formats import get_format, localize
 from django.utils.safestring import SafeString, mark_safe
 
@@ -51,6 +50,7 @@ from catalog.models import Benchmark, Round
 from ingest.metrics import METRICS
 from ingest.models import Result, System
 from ingest.visibility import viewer_fingerprint, visible_round_results
+from leaderboard.addresses import template
 from leaderboard.cache import cached_public, freshness
 from leaderboard.formatting import minutes
 
@@ -443,13 +443,6 @@ def _rows_signature(view: TableView) -> str:
     return repr(dataclasses.astuple(dataclasses.replace(view, columns=())))
 
 
-def _templates() -> tuple[str, str]:
-    """Result and system URLs from one reversal each: the id is formatted in, not reversed per row."""
-    marker = 987654321
-    return (reverse("leaderboard:result", args=[marker]).replace(str(marker), "{}"),
-            reverse("leaderboard:system", args=[marker]).replace(str(marker), "{}"))
-
-
 CELL_COLUMNS = ("id", "division", "organization_id", "system_slug", "benchmark_key", "verdict", "no_score_reason",
                 "score", "reproduction")
 FACT_COLUMNS = ("submitter", "system_name", "system_id", "accelerator_model", "accelerator_count", "host_count",
@@ -510,7 +503,7 @@ def build_table(round_: Round, view: TableView, user: Visitor, query: QueryDict 
                        sorted(b.key for b in round_benchmarks)), pick_page, round_id=round_.pk)
     paging = _paging(query, number, total)
 
-    result_url, system_url = _templates()
+    result_url, system_url = template("leaderboard:result"), template("leaderboard:system")
     field_name = METRICS[view.metric][1]
     shown_keys = {b.key for b in shown}
     cells: dict[tuple[str, int, str], dict[str, Cell]] = {}
@@ -613,7 +606,7 @@ def export_tuples(round_: Round, view: TableView, user: Visitor, base_url: str =
     results = filtered_results(round_, view, user)
     if view.columns:
         results = results.filter(benchmark_key__in=view.columns)
-    url = f"{base_url}{_templates()[0]}"
+    url = f"{base_url}{template('leaderboard:result')}"
     head = (round_.slug, round_.ruleset)
     ordered = results.order_by("division", "benchmark_key", "score", "submitter", "system_slug", "id")
     for row in ordered.values_list(*_EXPORT_COLUMNS).iterator(chunk_size=_CHUNK):

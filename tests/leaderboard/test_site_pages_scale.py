@@ -187,7 +187,8 @@ def test_the_charts_page_offers_the_results_with_the_largest_spread_and_the_one_
 @pytest.mark.parametrize("page", ["/organizations/acme/", "/benchmarks/resnet/"])
 def test_the_first_results_read_their_systems_by_id_not_through_a_join(page: str) -> None:
     """Joined to the picked rows, every system of the database was hashed (PostgreSQL, 25,000 systems: 37 ms of
-    an organization's page); read by id they cost an index probe each, and each row still shows its system."""
+    an organization's page); now the rows carry what they show of it (its name, its id for the link), and
+    each row still shows its system."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
