@@ -560,6 +560,13 @@ def collect(port: int, path: str, cookie: str, seconds: float, clients: int,
                             return
         finally:
             connection.close()
+            if before is not None:
+                # `before` may open this thread's own database connection (bump_generation does): close it
+                # with the thread, or every measurement with many clients leaves that many open, until
+                # PostgreSQL refuses the server's own ("too many clients already").
+                from django.db import connections
+
+                connections.close_all()
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
