@@ -67,6 +67,25 @@ class _Object(dict):  # type: ignore[type-arg]
     __slots__ = ("repeated",)
 
 
+class _Seen(threading.local):
+    """Counts, per thread, what the decoder met that `clean` must see: a _Bad, an object with repeated keys."""
+
+    count = 0
+
+
+_SEEN = _Seen()
+
+
+def _bad(kind: str, detail: str) -> _Bad:
+    _SEEN.count += 1
+    return _Bad(kind, detail)
+
+
+# The hooks below are handed to the decoder as they are (no wrapper around them: a log line calls them a
+# few times each, and each Python call in between was a tenth of its decoding) and count what they return
+# that `clean` must see.
+
+
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) == len(pairs):
@@ -76,16 +95,19 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, _ in pairs:
         seen[key] = seen.get(key, 0) + 1
     marked.repeated = {k: n for k, n in seen.items() if n > 1}
+    _SEEN.count += 1
     return marked
 
 
 def _int(text: str) -> int | _Bad:
+    if len(text) < 19:  # 18 digits at most: inside 64 bits
+        return int(text)
     digits = len(text.lstrip("-"))
     if digits > _MAX_INT_DIGITS:
-        return _Bad(NUMBER_RANGE, f"an integer of {digits} digits")
+        return _bad(NUMBER_RANGE, f"an integer of {digits} digits")
     value = int(text)
     if not INT_MIN <= value <= INT_MAX:
-        return _Bad(NUMBER_RANGE, f"an integer of {digits} digits, outside the 64-bit range")
+        return _bad(NUMBER_RANGE, f"an integer of {digits} digits, outside the 64-bit range")
     return value
 
 
@@ -93,28 +115,16 @@ def _float(text: str) -> float | _Bad:
     value = float(text)
     if not math.isfinite(value):
         shown = text if len(text) <= 40 else text[:37] + "..."
-        return _Bad(NON_FINITE, f"{shown} overflows to {value}")
+        return _bad(NON_FINITE, f"{shown} overflows to {value}")
     return value
 
 
 def _constant(text: str) -> _Bad:
-    return _Bad(NON_FINITE, text)  # NaN, Infinity, -Infinity: not JSON, but Python reads them
-
-
-# Counts, per thread, what the decoder met that `clean` must see: a _Bad, an object with repeated keys.
-_SEEN = threading.local()
-
-
-def _seen(value: Any) -> Any:
-    if type(value) in (_Bad, _Object):
-        _SEEN.count += 1
-    return value
+    return _bad(NON_FINITE, text)  # NaN, Infinity, -Infinity: not JSON, but Python reads them
 
 
 # One decoder for every call (json.loads builds one per call when given hooks: a tenth of the time of a log line).
-_DECODER = json.JSONDecoder(object_pairs_hook=lambda items: _seen(_pairs(items)),
-                            parse_int=lambda text: _seen(_int(text)), parse_float=lambda text: _seen(_float(text)),
-                            parse_constant=lambda text: _seen(_constant(text)))
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
 def loads(text: str | bytes) -> tuple[Any, list[Anomaly]]:
