@@ -1,11 +1,13 @@
 """Text answers are gzip-compressed for the clients that ask (core.middleware.Compress): pages, API JSON
 and the streamed exports decompress to exactly what an uncompressed answer holds, conditional GET still
-answers 304, and binary answers and clients that do not ask are left alone."""
+answers 304, each answer carries random padding, and binary answers, short ones and clients that do not
+ask are left alone."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import random
 
 import pytest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -92,3 +94,19 @@ def test_text_answers_are_compressed(content_type: str) -> None:
     body = b"Podium " * 500
     answered = _through_middleware(HttpResponse(body, content_type=content_type))
     assert answered["Content-Encoding"] == "gzip" and gzip.decompress(answered.content) == body
+
+
+def test_each_compressed_answer_carries_random_padding() -> None:
+    """The same answer compressed again differs in length (random bytes in the gzip header), so an
+    attacker cannot read how well a guess compressed with a secret from the length (BREACH)."""
+    body = b"Podium " * 500
+    lengths = {len(_through_middleware(HttpResponse(body, content_type="text/html")).content) for _ in range(12)}
+    assert len(lengths) > 1
+
+
+def test_a_short_answer_or_an_incompressible_one_is_sent_as_it_is() -> None:
+    short = _through_middleware(HttpResponse(b"ok", content_type="text/plain"))
+    assert "Content-Encoding" not in short and short.content == b"ok"
+    noise = random.Random(7).randbytes(4000)
+    answered = _through_middleware(HttpResponse(noise, content_type="text/plain"))
+    assert "Content-Encoding" not in answered and answered.content == noise
