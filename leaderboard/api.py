@@ -112,26 +112,34 @@ class CountedOnce(DjangoPaginator):
     round's rows are counted again."""
 
     def __init__(self, object_list: Any, per_page: int, *, count_key: str, counted: QuerySet[Any] | None = None,
-                 round_field: str = "round_id", **kwargs: Any) -> None:
+                 round_field: str = "round_id", of_rounds: OfRounds | None = None, **kwargs: Any) -> None:
         super().__init__(object_list, per_page, **kwargs)
         self.count_key = count_key
         # What to count, where the page reads more than its rows (values() over joined columns: their joins
         # would be counted through too).
         self.counted = counted if counted is not None else object_list
         self.round_field = round_field  # the round of a row (a run's is its result's)
+        self.of_rounds = of_rounds
 
     @cached_property
     def count(self) -> int:
-        kept, newer = counts_by_round(cast(QuerySet[Any], self.counted), self.count_key, self.round_field)
+        kept, newer = counts_by_round(cast(QuerySet[Any], self.counted), self.count_key, self.round_field,
+                                      self.of_rounds)
         return sum(kept.values()) + (newer.count() if newer is not None else 0)
 
 
+# The rows of `queryset` in the given rounds, for counting them: the same rows as filtering `queryset` by
+# those rounds, from a query that may read them more cheaply (see ResultApi.counted_of_rounds).
+OfRounds = Callable[[list[int]], QuerySet[Any]]
+
+
 def counts_by_round(queryset: QuerySet[Any], count_key: str, round_field: str = "round_id",
-                    ) -> tuple[dict[int, int], QuerySet[Any] | None]:
+                    of_rounds: OfRounds | None = None) -> tuple[dict[int, int], QuerySet[Any] | None]:
     """How many rows of `queryset` each round has (`round_field` names a row's round), each round's count kept
     in the cache under `count_key` and its round's freshness (leaderboard.cache.kept_by_round); and the rows of
     rounds this process does not know yet (created since it read the list of rounds, so with a higher id),
-    for the caller to count, or None: asked whenever something was counted (an index says at once)."""
+    for the caller to count, or None: asked whenever something was counted (an index says at once).
+    `of_rounds(ids)`: the same rows as `queryset` in those rounds, read another way (OfRounds)."""
     source = queryset.order_by()
     counted = False
 
@@ -141,7 +149,9 @@ def counts_by_round(queryset: QuerySet[Any], count_key: str, round_field: str = 
         # filters read but not the id (the unfiltered results list: 36 -> 7 ms for a 20,000-result round).
         nonlocal counted
         counted = True
-        rows = dict(source.filter(**{f"{round_field}__in": stale}).values_list(round_field).annotate(n=Count("*")))
+        rows_of = (of_rounds(stale).order_by() if of_rounds is not None
+                   else source.filter(**{f"{round_field}__in": stale}))
+        rows = dict(rows_of.values_list(round_field).annotate(n=Count("*")))
         return {pk: rows.get(pk, 0) for pk in stale}
 
     kept = cache.kept_by_round("api-count", (count_key,), compute)
@@ -157,7 +167,8 @@ class CountCachedPages(Pages):
         if key is not None:
             self.django_paginator_class = cast(type[DjangoPaginator], functools.partial(
                 CountedOnce, count_key=key, counted=getattr(view, "counted", None),
-                round_field=getattr(view, "count_round_field", "round_id")))
+                round_field=getattr(view, "count_round_field", "round_id"),
+                of_rounds=getattr(view, "counted_of_rounds", None)))
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._count_once(view)
@@ -833,6 +844,17 @@ class ResultApi(ReadApi):
         result belongs to one round, CountedOnce), what the caller may see and the filters; not on the
         page, its size or the ordering."""
         return f"podium:api-count:results:{self.sees}:{_filters_digest(self.request)}"
+
+    def counted_of_rounds(self, round_ids: list[int]) -> QuerySet[Result]:
+        """The filtered results of those rounds the caller may see, for counting them after a change: the
+        visibility rule decided per round from its dates (visible_results_of_rounds), so the count names the
+        rounds by id and joins none. The list's own rows join every result's round to read its date: counting
+        a filter's 18,680 results of 200,000 that way took 8 ms against 3-5 without the join (EXPLAIN
+        ANALYZE, PostgreSQL). The dates are those the count's keys were made with (cache.round_dates): the
+        rounds' ids come from there too, and reading them costs no query."""
+        dates = cache.round_dates()
+        rounds = [Round(pk=pk, publication_date=dates.get(pk)) for pk in round_ids]
+        return self.filter_queryset(visible_results_of_rounds(self.request.user, rounds))
 
     @property
     def shape(self) -> ResultRows:

@@ -58,6 +58,7 @@ class _Snapshot:
     version: str
     publications: tuple[datetime.datetime, ...]  # every round's publication date, sorted
     round_ids: dict[str, int]  # every round's id by its slug
+    dates: dict[int, datetime.datetime | None]  # every round's publication date by its id
 
 
 _snapshot: _Snapshot | None = None
@@ -76,7 +77,7 @@ def _rounds(version: str) -> _Snapshot:
 
     rows = list(Round.objects.values_list("slug", "pk", "publication_date"))
     snapshot = _Snapshot(version, tuple(sorted(date for _, _, date in rows if date is not None)),
-                         {slug: pk for slug, pk, _ in rows})
+                         {slug: pk for slug, pk, _ in rows}, {pk: date for _, pk, date in rows})
     with _snapshot_lock:
         _snapshot = snapshot
     return snapshot
@@ -119,6 +120,13 @@ def freshness_by_round() -> dict[int, str]:
     passed = bisect.bisect_right(rounds.publications, timezone.now())
     other = elsewhere_by_round(ids) if local else dict.fromkeys(ids, "")
     return {pk: _of_round(shared, numbers[pk], passed, other[pk]) for pk in ids}
+
+
+def round_dates() -> dict[int, datetime.datetime | None]:
+    """Every round's publication date by id, as the keys of `freshness_by_round` were read with them: no query
+    while the shared number stands (a round's dates are never a change confined to it)."""
+    shared = round_generations([])[0]
+    return _rounds(f"{shared}/{shared_elsewhere() if _process_local() else ''}").dates
 
 
 def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int]], dict[int, T]],
