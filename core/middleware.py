@@ -13,7 +13,6 @@ refuse NUL on their own (Django's form fields); the query string and the path ar
 from __future__ import annotations
 
 import gzip
-import io
 import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator
@@ -22,6 +21,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
+from django.utils.text import StreamingBuffer
 
 from core.errors import BadRequest
 
@@ -81,22 +81,15 @@ def _compressed(data: bytes) -> bytes:
 
 
 def _compressed_stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    buffer = io.BytesIO()
-
-    def taken() -> bytes:
-        data = buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        return data
-
+    buffer = StreamingBuffer()  # read() takes what was written since the last read
     with gzip.GzipFile(filename=_padding(), mode="wb", compresslevel=LEVEL, fileobj=buffer, mtime=0) as packer:
-        yield taken()  # the header
+        yield buffer.read()  # the header
         for chunk in chunks:
             packer.write(chunk)
-            data = taken()
+            data = buffer.read()
             if data:
                 yield data
-    yield taken()
+    yield buffer.read()
 
 
 class Compress:

@@ -65,11 +65,12 @@ _snapshot: _Snapshot | None = None
 _snapshot_lock = threading.Lock()
 
 
-def _rounds(version: str) -> _Snapshot:
-    """The rounds' publication dates and ids as of `version`: the shared generation (a round's dates and slug
-    are never a change confined to it) and, with a per-process cache, the shared stamp other processes' bumps
-    leave. One query per process and version."""
+def _rounds(shared: int) -> _Snapshot:
+    """The rounds' publication dates and ids as of the `shared` generation (a round's dates and slug are never
+    a change confined to it) and, with a per-process cache, the shared stamp other processes' bumps leave. One
+    query per process and version."""
     global _snapshot
+    version = f"{shared}/{shared_elsewhere() if _process_local() else ''}"
     snapshot = _snapshot
     if snapshot is not None and snapshot.version == version:
         return snapshot
@@ -90,7 +91,7 @@ def freshness(round_id: int | None = None, *, round_slug: str | None = None) -> 
     without one."""
     every, shared, this_round = generations(round_id)
     local = _process_local()
-    rounds = _rounds(f"{shared}/{shared_elsewhere() if local else ''}")
+    rounds = _rounds(shared)
     if round_id is None and round_slug is not None and round_slug in rounds.round_ids:
         round_id = rounds.round_ids[round_slug]
         this_round = generations(round_id)[2]
@@ -113,7 +114,7 @@ def freshness_by_round() -> dict[int, str]:
     confined to one round renews only that round's part."""
     local = _process_local()
     shared = round_generations([])[0]
-    rounds = _rounds(f"{shared}/{shared_elsewhere() if local else ''}")
+    rounds = _rounds(shared)
     ids = sorted(rounds.round_ids.values())
     # The shared number the list of rounds was read under: one moved since renews every key next time.
     numbers = round_generations(ids)[1]
@@ -126,7 +127,7 @@ def round_dates() -> dict[int, datetime.datetime | None]:
     """Every round's publication date by id, as the keys of `freshness_by_round` were read with them: no query
     while the shared number stands (a round's dates are never a change confined to it)."""
     shared = round_generations([])[0]
-    return _rounds(f"{shared}/{shared_elsewhere() if _process_local() else ''}").dates
+    return _rounds(shared).dates
 
 
 def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int]], dict[int, T]],
