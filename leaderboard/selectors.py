@@ -198,30 +198,26 @@ BENCHMARK_ROUND_ROWS = 25  # per round on a benchmark's page; the round's table 
 ORGANIZATION_ROUND_ROWS = 50  # per round on an organization's page; likewise
 
 
-def _first_of_each_round(user: Visitor, name: str, parts: tuple[Any, ...],
+def _first_of_each_round(user: Visitor, round_ids: list[int],
                          results_of: Callable[[QuerySet[Round]], QuerySet[Result]], order: list[Any], limit: int,
                          ) -> tuple[list[Result], dict[int, int]]:
-    """The first `limit` of each round's `results_of(rounds)` by `order`, in that order (round by round), with
-    their round, organization, system and benchmark, and how many each round has. The numbering reads a few
-    columns of every row; only the picked rows are read whole (all of a benchmark's 20,000, with their
-    round, organization and system, took 0.3 s). Each round's picks are kept (kept_by_round, under `name`,
-    `parts` and what the visitor may see), so after an upload only its round is numbered again (a
-    benchmark's 25,000 results, every round at once: 25 ms)."""
-
-    def compute(stale: list[int]) -> dict[int, tuple[list[tuple[int, int]], int]]:
-        rounds = Round.objects.filter(pk__in=stale).only("publication_date").order_by()
-        picked = (results_of(rounds).order_by()
-                  .annotate(place=Window(RowNumber(), partition_by=[F("round_id")], order_by=order),
-                            in_round=Window(Count("pk"), partition_by=[F("round_id")]))
-                  .filter(place__lte=limit).values_list("pk", "round_id", "place", "in_round"))
-        found: dict[int, tuple[list[tuple[int, int]], int]] = {pk: ([], 0) for pk in stale}
-        for pk, round_id, n, in_round in picked:
-            found[round_id] = ([*found[round_id][0], (pk, n)], in_round)
-        return found
-
-    kept = kept_by_round(name, (viewer_fingerprint(user), limit, *parts), compute)
-    place = {pk: n for picks, _ in kept.values() for pk, n in picks}
-    totals = {round_id: total for round_id, (picks, total) in kept.items() if picks}
+    """The first `limit` of each of the rounds `round_ids`' `results_of(rounds)` by `order`, in that order
+    (round by round), with their round, organization and benchmark, and how many each round has. The
+    numbering reads a few columns of every row; only the picked rows are read whole (all of a benchmark's
+    20,000, with their round, organization and system, took 0.3 s). The pages keep what they make of each
+    round (leaderboard.pages.round_sections), so after an upload only its round is asked for again."""
+    rounds = Round.objects.filter(pk__in=round_ids).only("publication_date").order_by()
+    picked = (results_of(rounds).order_by()
+              .annotate(place=Window(RowNumber(), partition_by=[F("round_id")], order_by=order),
+                        in_round=Window(Count("pk"), partition_by=[F("round_id")]))
+              .filter(place__lte=limit).values_list("pk", "round_id", "place", "in_round"))
+    place: dict[int, int] = {}
+    totals: dict[int, int] = {}
+    for pk, round_id, n, in_round in picked:
+        place[pk] = n
+        totals[round_id] = in_round
+    if not place:
+        return [], totals
     # Only what the pages show (LISTED_COLUMNS): the whole rows of 250 results, with their round,
     # organization, benchmark and system, were most of a benchmark page's 170 ms of CPU, signed in. The
     # system is not joined: its page's address is made from the result's system_id (`system_url`).
@@ -254,12 +250,24 @@ def _with_urls(results: list[Result]) -> list[Result]:
     return results
 
 
-def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:
-    """Each visible round that defines benchmark `key` (newest first) with its current results the visitor
-    may see, best first (official scores by score, then the rest): the first BENCHMARK_ROUND_ROWS of each,
-    and how many there are, so the page's size does not grow with a round."""
-    definitions = {b.round_id: b for b in Benchmark.objects.filter(key=key, round__in=visible_rounds(user))
-                   .select_related("round")}
+def benchmark_definition(user: Visitor, key: str) -> Benchmark | None:
+    """Benchmark `key` as the newest round the visitor may see that defines it has it (with that round)."""
+    definitions = Benchmark.objects.filter(key=key, round__in=visible_rounds(user)).select_related("round")
+    return max(definitions, key=lambda b: _newest_first(b.round), default=None)
+
+
+def benchmark_defined(key: str) -> bool:
+    """Whether any round defines benchmark `key`, whoever may see it."""
+    return Benchmark.objects.filter(key=key).exists()
+
+
+def benchmark_rounds(user: Visitor, key: str, round_ids: list[int]) -> list[RoundResults]:
+    """Of the rounds `round_ids`, each the visitor may see that defines benchmark `key` or has results of it,
+    with its current results the visitor may see, best first (official scores by score, then the rest): the
+    first BENCHMARK_ROUND_ROWS of each, and how many there are, so the page's size does not grow with a
+    round. In no particular order."""
+    definitions = {b.round_id: b for b in Benchmark.objects.filter(
+        key=key, round__in=visible_rounds(user), round_id__in=round_ids).select_related("round")}
     # Official: verified with a score (these are current results, none withdrawn: official_q less the
     # withdrawal, a column the index below lacks). With the embargo decided round by round (no join), the
     # numbering reads result_chart_points alone, already in round and score order: 56 -> 28 ms for a
@@ -267,7 +275,7 @@ def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:
     official = Case(When(score__isnull=False, verdict=Result.Verdict.VERIFIED, then=Value(0)), default=Value(1),
                     output_field=IntegerField())
     results, totals = _first_of_each_round(
-        user, "benchmark-first", (key,),
+        user, round_ids,
         lambda rounds: visible_results_of_rounds(user, rounds).current().filter(benchmark_key=key),
         [official.asc(), F("score").asc(nulls_last=True), F("pk").asc()], BENCHMARK_ROUND_ROWS)
     by_round: dict[int, list[Result]] = {}
@@ -275,20 +283,24 @@ def benchmark_rounds(user: Visitor, key: str) -> list[RoundResults]:
     for result in results:
         by_round.setdefault(result.round_id, []).append(result)
         rounds.setdefault(result.round_id, result.round)
-    ordered = sorted(rounds.values(), key=_newest_first, reverse=True)
-    return [RoundResults(r, definitions.get(r.pk), by_round.get(r.pk, []), totals.get(r.pk, 0)) for r in ordered]
+    return [RoundResults(r, definitions.get(pk), by_round.get(pk, []), totals.get(pk, 0)) for pk, r in rounds.items()]
 
 
 def _newest_first(round_: Round) -> tuple[bool, Any, int]:
     """With reverse=True: published rounds newest first, then those without a date."""
-    return (round_.publication_date is not None, round_.publication_date, round_.pk)
+    return newest_first(round_.pk, round_.publication_date)
 
 
-def organization_results(user: Visitor, organization: Organization) -> list[RoundResults]:
-    """The organization's current results the visitor may see, per round (newest first), by system: the
-    first ORGANIZATION_ROUND_ROWS of each round, and how many there are."""
+def newest_first(round_id: int, publication_date: Any) -> tuple[bool, Any, int]:
+    """A round's place with reverse=True: published rounds newest first, then those without a date."""
+    return (publication_date is not None, publication_date, round_id)
+
+
+def organization_results(user: Visitor, organization: Organization, round_ids: list[int]) -> list[RoundResults]:
+    """Of the rounds `round_ids`, each with current results of the organization the visitor may see, by
+    system: the first ORGANIZATION_ROUND_ROWS of each round, and how many there are. In no particular order."""
     results, totals = _first_of_each_round(
-        user, "organization-first", (organization.pk,),
+        user, round_ids,
         lambda rounds: visible_results_of_rounds(user, rounds).current().filter(organization=organization),
         [F("system_slug").asc(), F("benchmark__position").asc(nulls_last=True), F("benchmark_key").asc(),
          F("pk").asc()], ORGANIZATION_ROUND_ROWS)
@@ -296,7 +308,7 @@ def organization_results(user: Visitor, organization: Organization) -> list[Roun
     for result in results:
         grouped.setdefault(result.round_id, RoundResults(result.round, None, [], totals[result.round_id])
                            ).results.append(result)
-    return sorted(grouped.values(), key=lambda group: _newest_first(group.round), reverse=True)
+    return list(grouped.values())
 
 
 ORGANIZATION_SYSTEMS = 50  # the newest on an organization's page; each round's table lists its systems

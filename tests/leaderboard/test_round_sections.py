@@ -1,0 +1,149 @@
+"""A benchmark's and an organization's page keep their part about each round (leaderboard.pages.round_sections):
+a kept part is served without reading a result again, never to a visitor who may see something else, never
+under another address prefix, and never after a change to what it shows (the services' bumps move its key).
+
+The cache behaves here as a shared one (Redis in production), as in test_invalidation: only the services'
+own bumps can move a key."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib import admin
+from django.db import connection
+from django.test import Client, RequestFactory
+from django.test.utils import CaptureQueriesContext
+from django.urls import clear_script_prefix, set_script_prefix
+
+from accounts.models import Organization
+from catalog.services import round_create
+from ingest.models import Result
+from ingest.services.results import result_withdraw
+from tests.leaderboard.test_query_counts import Data
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/benchmarks/resnet/", "/organizations/acme/"]
+
+
+@pytest.fixture(autouse=True)
+def _shared_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    from leaderboard import cache
+
+    monkeypatch.setattr(cache, "_process_local", lambda: False)
+
+
+def _client(user: object | None) -> Client:
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+def _shown(client: Client, path: str) -> set[int]:
+    response = client.get(path)
+    assert response.status_code == 200
+    return {int(pk) for pk in re.findall(r'href="/results/(\d+)/"', response.content.decode())}
+
+
+def _parts(html: bytes) -> list[str]:
+    return re.findall(r'<section class="round-results".*?</section>', html.decode(), re.S)
+
+
+def _expected(data: Data, path: str, organizations: list[Organization]) -> set[int]:
+    """The results the page shows to a visitor who may see the published rounds and, under embargo, the
+    results of `organizations` (each round has fewer than a page's rows)."""
+    results = Result.objects.filter(is_current=True)
+    results = results.filter(benchmark_key="resnet") if "benchmarks" in path else results.filter(
+        organization=data.people.acme)
+    public = set(results.exclude(round=data.secret).values_list("pk", flat=True))
+    return public | set(results.filter(round=data.secret, organization__in=organizations).values_list("pk", flat=True))
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_a_kept_part_is_never_served_to_a_visitor_who_may_see_something_else(path: str) -> None:
+    data = Data()
+    people = data.people
+    # Alice (Acme) first: her parts hold Acme's results under embargo; then each other visitor, then Alice again.
+    visitors = [(people.alice, [people.acme]), (None, []), (people.carol, [people.zeta]), (people.dave, []),
+                (people.bob, [people.acme]), (people.alice, [people.acme])]
+    for user, organizations in visitors:
+        assert _shown(_client(user), path) == _expected(data, path, organizations), user
+    secret = set(Result.objects.filter(round=data.secret).values_list("pk", flat=True))
+    assert _expected(data, path, [people.acme]) & secret  # not vacuous: Alice's parts hold embargoed results
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_a_kept_part_reads_no_result_again(path: str) -> None:
+    data = Data()
+    client = _client(data.people.alice)
+    with CaptureQueriesContext(connection) as made:
+        first = _parts(client.get(path).content)
+    assert len(first) == 3
+    with CaptureQueriesContext(connection) as again:
+        assert _parts(client.get(path).content) == first
+
+    def result_reads(captured: CaptureQueriesContext) -> list[str]:
+        # The numbering of each round's results, and the shown rows' columns (the systems' table above the
+        # parts asks whether a result exists, which is not this).
+        return [q["sql"] for q in captured.captured_queries
+                if 'PARTITION BY "ingest_result"."round_id"' in q["sql"] or '"ingest_result"."verdict"' in q["sql"]]
+
+    assert len(result_reads(made)) == 2
+    assert result_reads(again) == []
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_a_kept_part_carries_the_address_prefix_it_was_made_under(path: str) -> None:
+    data = Data()
+    client = _client(data.people.alice)
+    plain = "".join(_parts(client.get(path).content))
+    try:
+        set_script_prefix("/podium/")
+        prefixed = "".join(_parts(client.get(path).content))
+    finally:
+        clear_script_prefix()
+    assert 'href="/podium/results/' in prefixed and 'href="/results/' not in prefixed
+    assert "".join(_parts(client.get(path).content)) == plain
+    assert 'href="/results/' in plain and 'href="/podium/' not in plain
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_a_withdrawn_result_leaves_the_kept_part(path: str, django_capture_on_commit_callbacks) -> None:
+    data = Data()
+    data.newest.chairs.add(data.people.chair)
+    client = _client(data.people.alice)
+    gone = Result.objects.filter(round=data.newest, benchmark_key="resnet", organization=data.people.acme).first()
+    assert gone is not None and gone.pk in _shown(client, path)
+    with django_capture_on_commit_callbacks(execute=True):
+        result_withdraw(result=gone, actor=data.people.chair, reason="flag upheld")
+    assert gone.pk not in _shown(client, path)
+    assert gone.pk not in _shown(Client(), path)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_renamed_rounds_and_organizations_show_in_the_kept_parts(path: str, django_capture_on_commit_callbacks) -> None:
+    data = Data()
+    client = _client(data.people.alice)
+    before = client.get(path).content.decode()
+    assert data.newest.name in before
+    with django_capture_on_commit_callbacks(execute=True):
+        round_create(slug=data.newest.slug, name="Renamed round", ruleset=data.newest.ruleset,
+                     publication_date=data.newest.publication_date)
+    assert "Renamed round" in client.get(path).content.decode()
+    if "benchmarks" in path:  # the organizations' names show on a benchmark's page
+        zeta = data.people.zeta
+        zeta.name = "Renamed in the admin"
+        with django_capture_on_commit_callbacks(execute=True):
+            admin.site._registry[Organization].save_model(RequestFactory().post("/admin/"), zeta, form=None,
+                                                          change=True)
+        assert "Renamed in the admin" in client.get(path).content.decode()
+
+
+def test_a_benchmark_no_round_defines_is_answered_without_numbering_any_round() -> None:
+    data = Data()
+    for client in (Client(), _client(data.people.alice)):
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/benchmarks/no-such-benchmark/").status_code == 404
+        assert not [q for q in captured.captured_queries if "ROW_NUMBER()" in q["sql"]]
