@@ -1,0 +1,98 @@
+"""A visitor's walk through every page, three times over, with the cache the settings give (the embedded
+per-process cache unless CACHE_URL names Redis): how long each walk takes, how many entries the cache keeps
+and their size. The second and third walks show what the cache keeps for a repeat visitor; with too small a
+cache they take as long as the first.
+
+In process (django.test.Client, the whole middleware stack), on bench/browse.py's data (--results, default
+20,000) in its own PostgreSQL database (default `podium_h20`, as bench/profile_api.py: --keep reuses it).
+Pages: the home page, the benchmark and organization lists, every benchmark's page, every organization's
+page, every round's table and charts page; anonymous, or (--signed-in) as an organization's member.
+
+    .venv/bin/python bench/crawl.py [--database-url postgres://postgres@127.0.0.1:5432/podium_h20]
+        [--results 20000] [--signed-in] [--walks 3] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.browse import bench_database, load_triple  # noqa: E402
+from bench.profile_api import _existing_cookie, _exists  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/podium_h20")
+    parser.add_argument("--results", type=int, default=20000)
+    parser.add_argument("--signed-in", action="store_true")
+    parser.add_argument("--walks", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the database (a second run reuses it)")
+    args = parser.parse_args()
+    database = bench_database(args.database_url)
+    with tempfile.TemporaryDirectory(prefix="podium-crawl-") as tmp:
+        os.environ.update({
+            "PODIUM_VAR_DIR": f"{tmp}/var", "DATABASE_URL": args.database_url,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "PODIUM_THROTTLE_ANON": "100000000/minute", "PODIUM_THROTTLE_USER": "100000000/minute",
+        })
+        reuse = args.keep and _exists(database)
+        if not reuse:
+            database.recreate()
+        import django
+
+        django.setup()
+        from django.core.cache import caches
+        from django.core.cache.backends.locmem import LocMemCache
+        from django.core.management import call_command
+        from django.db import connections
+        from django.test import Client
+
+        from accounts.models import Organization
+        from bench.browse import generate
+        from catalog.models import Benchmark, Round
+
+        try:
+            if reuse:
+                cookie = _existing_cookie()
+            else:
+                call_command("migrate", verbosity=0)
+                cookie = generate(args.results).cookie
+            client = Client(HTTP_COOKIE=cookie) if args.signed_in else Client()
+            rounds = list(Round.objects.values_list("slug", flat=True))
+            urls = ["/", "/benchmarks/", "/organizations/"]
+            urls += [f"/benchmarks/{key}/" for key in sorted(set(Benchmark.objects.values_list("key", flat=True)))]
+            urls += [f"/organizations/{slug}/" for slug in Organization.objects.values_list("slug", flat=True)]
+            urls += [f"/rounds/{slug}/" for slug in rounds] + [f"/rounds/{slug}/charts/" for slug in rounds]
+            backend = caches["default"]
+            local = isinstance(backend, LocMemCache)
+            room = backend._max_entries if local else None
+            print(f"{len(urls)} pages, {'signed in' if args.signed_in else 'anonymous'}; cache "
+                  f"{type(backend).__name__}{f' (at most {room} entries)' if room else ''}; {load_triple()}")
+            for walk in range(1, args.walks + 1):
+                started = time.perf_counter()
+                for url in urls:
+                    response = client.get(url)
+                    assert response.status_code == 200, (url, response.status_code)
+                took = time.perf_counter() - started
+                kept = backend._cache if local else {}  # LocMemCache's own dict: pickled values
+                entries = f"; {len(kept)} entries kept, {sum(map(len, kept.values())) / 1e6:.1f} MB" if local else ""
+                print(f"walk {walk}: {took:.2f} s ({took / len(urls) * 1000:.1f} ms a page){entries}; "
+                      f"{load_triple()}", flush=True)
+        finally:
+            connections.close_all()
+            if not args.keep:
+                with contextlib.suppress(Exception):
+                    database.drop()
+
+
+if __name__ == "__main__":
+    main()
