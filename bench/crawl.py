@@ -1,7 +1,7 @@
 """A visitor's walk through every page, three times over, with the cache the settings give (the embedded
-per-process cache unless CACHE_URL names Redis): how long each walk takes, how many entries the cache keeps
-and their size. The second and third walks show what the cache keeps for a repeat visitor; with too small a
-cache they take as long as the first.
+per-process cache unless CACHE_URL names Redis): how long each walk takes, the median time of each kind of
+page, how many entries the cache keeps and their size. The second and third walks show what the cache keeps
+for a repeat visitor; with too small a cache they take as long as the first.
 
 In process (django.test.Client, the whole middleware stack), on bench/browse.py's data (--results, default
 20,000) in its own PostgreSQL database (default `podium_h20`, as bench/profile_api.py: --keep reuses it).
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -79,19 +80,30 @@ def main() -> None:
                   f"{type(backend).__name__}{f' (at most {room} entries)' if room else ''}; {load_triple()}")
             for walk in range(1, args.walks + 1):
                 started = time.perf_counter()
+                by_kind: dict[str, list[float]] = {}
                 for url in urls:
+                    began = time.perf_counter()
                     response = client.get(url)
                     assert response.status_code == 200, (url, response.status_code)
+                    by_kind.setdefault(_kind(url), []).append(time.perf_counter() - began)
                 took = time.perf_counter() - started
                 kept = backend._cache if local else {}  # LocMemCache's own dict: pickled values
                 entries = f"; {len(kept)} entries kept, {sum(map(len, kept.values())) / 1e6:.1f} MB" if local else ""
                 print(f"walk {walk}: {took:.2f} s ({took / len(urls) * 1000:.1f} ms a page){entries}; "
                       f"{load_triple()}", flush=True)
+                print("  " + ", ".join(f"{kind} {len(times)} x {statistics.median(times) * 1000:.1f} ms"
+                                       for kind, times in by_kind.items()), flush=True)
         finally:
             connections.close_all()
             if not args.keep:
                 with contextlib.suppress(Exception):
                     database.drop()
+
+
+def _kind(url: str) -> str:
+    """The page's kind: its address with the slug or key left out."""
+    parts = url.strip("/").split("/")
+    return "/" + "/".join(part if i != 1 else "*" for i, part in enumerate(parts)) + ("/" if url != "/" else "")
 
 
 if __name__ == "__main__":
