@@ -22,7 +22,7 @@ from core.views import shows_refusals
 from ingest.models import Finding, Result, Run
 from ingest.visibility import viewer_fingerprint
 from leaderboard import guides, logs, selectors
-from leaderboard.cache import kept_by_round, round_dates
+from leaderboard.cache import kept_by_round
 from runners.selectors import result_badges
 
 
@@ -52,31 +52,33 @@ def round_sections(user: Visitor, name: str, parts: tuple[Any, ...],
     results); the page around the parts is small."""
 
     def compute(stale: list[int]) -> dict[int, str]:
-        html = dict.fromkeys(stale, "")  # "": nothing of that round for this visitor
+        # "" for a round with nothing for this visitor: kept too, so that the next request asks again only
+        # for rounds changed since.
+        html = dict.fromkeys(stale, "")
         html.update((group.round.pk, render_group(group)) for group in groups_of(stale))
         return html
 
     kept = kept_by_round(name, (viewer_fingerprint(user), get_script_prefix(), *parts), compute)
-    dates = round_dates()
-    newest = sorted((pk for pk, html in kept.items() if html),
-                    key=lambda pk: selectors.newest_first(pk, dates.get(pk)), reverse=True)
     # Each part was rendered by a template, which escaped what it holds.
-    return [mark_safe(kept[pk]) for pk in newest]
+    return [mark_safe(kept[pk]) for pk in selectors.newest_first(pk for pk, html in kept.items() if html)]
 
 
 @require_safe
 @shows_refusals
 def benchmark_detail(request: HttpRequest, key: str) -> HttpResponse:
     user = request.user
-    definition = selectors.benchmark_definition(user, key)
-    target = definition.target_text if definition else None
-    # A key no round defines has no results either (a result's benchmark is its round's): answered without
-    # numbering every round or keeping an empty part for each, whatever a visitor types.
-    if definition is None and not selectors.benchmark_defined(key):
+    definitions = selectors.benchmark_definitions(user, key)
+    definition = definitions[0] if definitions else None
+    # A key that nothing names is answered without numbering every round or keeping an empty part for each,
+    # whatever a visitor types.
+    if definition is None and not selectors.benchmark_known(key):
         raise NotFound(f"No benchmark {key!r} in a round you may see.")
+    # The rounds the visitor may open that define the benchmark are in the key: they follow the visitor's
+    # organization's submissions too (ingest.visibility.visible_rounds), which no result moves.
     sections = round_sections(
-        user, "benchmark-section", (key, target, selectors.BENCHMARK_ROUND_ROWS),
-        lambda ids: selectors.benchmark_rounds(user, key, ids),
+        user, "benchmark-section", (key, definition.target_text if definition else None,
+                                    [b.round_id for b in definitions], selectors.BENCHMARK_ROUND_ROWS),
+        lambda ids: selectors.benchmark_rounds(user, key, definitions, ids),
         lambda group: render_to_string("leaderboard/_benchmark_round.html",
                                        {"group": group, "definition": definition, "key": key}))
     if not sections:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -39,7 +39,7 @@ from ingest.visibility import (
     visible_systems,
 )
 from leaderboard.addresses import template
-from leaderboard.cache import kept_by_round
+from leaderboard.cache import kept_by_round, round_dates
 
 
 @dataclass(frozen=True)
@@ -250,24 +250,27 @@ def _with_urls(results: list[Result]) -> list[Result]:
     return results
 
 
-def benchmark_definition(user: Visitor, key: str) -> Benchmark | None:
-    """Benchmark `key` as the newest round the visitor may see that defines it has it (with that round)."""
+def benchmark_definitions(user: Visitor, key: str) -> list[Benchmark]:
+    """Benchmark `key` as defined by each round the visitor may open that defines it (with that round), the
+    newest round first."""
     definitions = Benchmark.objects.filter(key=key, round__in=visible_rounds(user)).select_related("round")
-    return max(definitions, key=lambda b: _newest_first(b.round), default=None)
+    return sorted(definitions, key=lambda b: _newest_first(b.round), reverse=True)
 
 
-def benchmark_defined(key: str) -> bool:
-    """Whether any round defines benchmark `key`, whoever may see it."""
-    return Benchmark.objects.filter(key=key).exists()
+def benchmark_known(key: str) -> bool:
+    """Whether any round defines benchmark `key` or any result names it (a result whose folder names no
+    benchmark of its round keeps the name), whoever may see them: two index probes."""
+    return Benchmark.objects.filter(key=key).exists() or Result.objects.filter(benchmark_key=key).exists()
 
 
-def benchmark_rounds(user: Visitor, key: str, round_ids: list[int]) -> list[RoundResults]:
-    """Of the rounds `round_ids`, each the visitor may see that defines benchmark `key` or has results of it,
-    with its current results the visitor may see, best first (official scores by score, then the rest): the
-    first BENCHMARK_ROUND_ROWS of each, and how many there are, so the page's size does not grow with a
-    round. In no particular order."""
-    definitions = {b.round_id: b for b in Benchmark.objects.filter(
-        key=key, round__in=visible_rounds(user), round_id__in=round_ids).select_related("round")}
+def benchmark_rounds(user: Visitor, key: str, definitions: list[Benchmark], round_ids: list[int]
+                     ) -> list[RoundResults]:
+    """Of the rounds `round_ids`, each that has one of `definitions` (benchmark_definitions) or results of
+    benchmark `key` the visitor may see, with those results, best first (official scores by score, then the
+    rest): the first BENCHMARK_ROUND_ROWS of each, and how many there are, so the page's size does not grow
+    with a round. In no particular order."""
+    wanted = set(round_ids)
+    defined = {b.round_id: b for b in definitions if b.round_id in wanted}
     # Official: verified with a score (these are current results, none withdrawn: official_q less the
     # withdrawal, a column the index below lacks). With the embargo decided round by round (no join), the
     # numbering reads result_chart_points alone, already in round and score order: 56 -> 28 ms for a
@@ -279,21 +282,23 @@ def benchmark_rounds(user: Visitor, key: str, round_ids: list[int]) -> list[Roun
         lambda rounds: visible_results_of_rounds(user, rounds).current().filter(benchmark_key=key),
         [official.asc(), F("score").asc(nulls_last=True), F("pk").asc()], BENCHMARK_ROUND_ROWS)
     by_round: dict[int, list[Result]] = {}
-    rounds: dict[int, Round] = {b.round_id: b.round for b in definitions.values()}
+    rounds: dict[int, Round] = {b.round_id: b.round for b in defined.values()}
     for result in results:
         by_round.setdefault(result.round_id, []).append(result)
         rounds.setdefault(result.round_id, result.round)
-    return [RoundResults(r, definitions.get(pk), by_round.get(pk, []), totals.get(pk, 0)) for pk, r in rounds.items()]
+    return [RoundResults(r, defined.get(pk), by_round.get(pk, []), totals.get(pk, 0)) for pk, r in rounds.items()]
 
 
 def _newest_first(round_: Round) -> tuple[bool, Any, int]:
     """With reverse=True: published rounds newest first, then those without a date."""
-    return newest_first(round_.pk, round_.publication_date)
+    return (round_.publication_date is not None, round_.publication_date, round_.pk)
 
 
-def newest_first(round_id: int, publication_date: Any) -> tuple[bool, Any, int]:
-    """A round's place with reverse=True: published rounds newest first, then those without a date."""
-    return (publication_date is not None, publication_date, round_id)
+def newest_first(round_ids: Iterable[int]) -> list[int]:
+    """The rounds `round_ids` in the order of _newest_first, from the publication dates the cache's keys
+    were made with (leaderboard.cache.round_dates): no query."""
+    dates = round_dates()
+    return sorted(round_ids, key=lambda pk: (dates.get(pk) is not None, dates.get(pk), pk), reverse=True)
 
 
 def organization_results(user: Visitor, organization: Organization, round_ids: list[int]) -> list[RoundResults]:

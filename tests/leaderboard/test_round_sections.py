@@ -20,6 +20,7 @@ from accounts.models import Organization
 from catalog.services import round_create
 from ingest.models import Result
 from ingest.services.results import result_withdraw
+from tests.factories import ResultFactory, SubmissionFactory, SystemFactory
 from tests.leaderboard.test_query_counts import Data
 
 pytestmark = pytest.mark.django_db
@@ -147,3 +148,26 @@ def test_a_benchmark_no_round_defines_is_answered_without_numbering_any_round() 
         with CaptureQueriesContext(connection) as captured:
             assert client.get("/benchmarks/no-such-benchmark/").status_code == 404
         assert not [q for q in captured.captured_queries if "ROW_NUMBER()" in q["sql"]]
+
+
+def test_a_key_only_results_name_has_its_page() -> None:
+    """A result whose folder names no benchmark of its round keeps the name it had: its page lists it."""
+    data = Data()
+    system = SystemFactory(round=data.newest, organization=data.people.zeta)
+    odd = ResultFactory(system=system, benchmark=None, benchmark_key="oddkey", verdict=Result.Verdict.NONCOMPLIANT,
+                        score=None)
+    assert _shown(Client(), "/benchmarks/oddkey/") == {odd.pk}
+
+
+def test_a_round_a_member_may_open_since_an_upload_began_shows_at_once(django_capture_on_commit_callbacks) -> None:
+    """A round opens to a member once their organization has a submission in it (visible_rounds), which moves
+    no generation: the page must not keep showing it without that round."""
+    data = Data()
+    with django_capture_on_commit_callbacks(execute=True):
+        opened = round_create(slug="opened-v9.0", name="Round opened by an upload", ruleset="4.0.0",
+                              publication_date=None)
+    client = _client(data.people.alice)
+    assert "Round opened by an upload" not in client.get("/benchmarks/resnet/").content.decode()
+    SubmissionFactory(round=opened, organization=data.people.acme)
+    assert "Round opened by an upload" in client.get("/benchmarks/resnet/").content.decode()
+    assert "Round opened by an upload" not in _client(data.people.carol).get("/benchmarks/resnet/").content.decode()
