@@ -151,7 +151,7 @@ WHITENOISE_USE_FINDERS = DEBUG
 # A name that carries a version never changes content: browsers may keep it a year.
 WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/plotly-[^/]+\.min\.js$"
 
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "podium",

@@ -63,6 +63,9 @@ AnyResponse = TypeVar("AnyResponse", bound=HttpResponse)
 DERIVED = "Derived — not an official score. "
 # Query parameters that change which rows a page shows but not how many rows the list has.
 NOT_FILTERS = frozenset({"page", "page_size", "ordering", "format"})
+# Anonymous answers' bodies kept per results generation (each URL is one; a page of 100 results is ~130 KB):
+# past that many, an answer is made for each request and not kept (leaderboard.cache.room_for_variant).
+API_BODY_VARIANTS = 500
 
 
 # --- schema: the token scheme ------------------------------------------------------------------------
@@ -272,6 +275,8 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
             return produce()
         key = f"podium:api-body:{etag}"
         stored = django_cache.get(key)
+        if stored is None and not cache.room_for_variant("api-body", API_BODY_VARIANTS):
+            return produce()
         if stored is None:
             response = produce()
             if isinstance(response, Response):

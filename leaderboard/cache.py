@@ -160,13 +160,16 @@ def _pause(seconds: float) -> None:
 
 
 def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], timeout: int = 3600, *,
-                  round_id: int | None = None) -> T:
+                  round_id: int | None = None, variants: int | None = None) -> T:
     """`produce()`, kept under `name` and `parts` until what it may show changes; `round_id`: it shows that
-    round's results and no other round's (see `freshness`)."""
+    round's results and no other round's (see `freshness`). `variants`: at most that many answers of `name`
+    are kept per freshness (`room_for_variant`), for answers whose parts a visitor writes."""
     key = public_key(name, *parts, round_id=round_id)
     value = cache.get(key)
     if value is not None:
         return value
+    if variants is not None and not room_for_variant(name, variants, timeout, round_id=round_id):
+        return produce()
     lock = f"{key}:filling"
     if not cache.add(lock, 1, LOCK_S):
         # Another request is filling this key: use its answer once it lands.
@@ -186,3 +189,17 @@ def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], t
     finally:
         cache.delete(lock)
     return value
+
+
+def room_for_variant(name: str, most: int, timeout: int = 3600, *, round_id: int | None = None) -> bool:
+    """Whether one more answer of `name` may be kept under the current freshness (of `round_id`): no more than
+    `most`. An answer keyed on what a visitor writes (a query string with any parameter, a scale of any
+    number) would otherwise let anyone fill the cache with answers nobody asks for twice (a round's page is
+    ~140 KB at 2,000 results; the pages are not throttled) and, in Redis, the memory the task queue shares;
+    past the bound, answers are made for each request and not kept."""
+    counter = f"podium:{name}:variants:{freshness(round_id)}"
+    cache.add(counter, 0, timeout)
+    try:
+        return cache.incr(counter) <= most
+    except ValueError:  # evicted between the two calls: count from here
+        return True

@@ -375,15 +375,20 @@ def run_times_data(result: Result) -> charts.Chart:
 
 
 def for_visitor(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], T], *,
-                round_id: int | None = None) -> T:
+                round_id: int | None = None, variants: int | None = None) -> T:
     """`produce()`, kept under `name`, `parts`, the addresses' prefix (the answers hold results' addresses) and
     what the visitor may see beyond the public record (ingest.visibility.viewer_fingerprint): anonymous
     visitors share one answer; a member's may hold embargoed results of their organization and is shared only
     with visitors granted exactly as much (every member of it). Signed-in visitors built every figure on every
     request: the charts page 44 ms at 20,000 results. `round_id`: the answer shows that round's results and no
-    other's (leaderboard.cache.cached_public)."""
+    other's; `variants`: at most that many kept per freshness (leaderboard.cache.cached_public)."""
     return cached_public(name, (viewer_fingerprint(request.user), get_script_prefix(), *parts), produce,
-                         round_id=round_id)
+                         round_id=round_id, variants=variants)
+
+
+# History figures kept per results generation: one per benchmark, division, scale and visitor's grant; the
+# scale is any number a visitor types (leaderboard.cache.room_for_variant).
+HISTORY_VARIANTS = 500
 
 
 def _cache_headers(request: HttpRequest, response: HttpResponseBase) -> None:
@@ -423,13 +428,15 @@ def _benchmark(request: HttpRequest, round_: Round) -> Benchmark:
 
 
 def figure_body(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], charts.Chart], *,
-                round_id: int | None = None) -> bytes:
+                round_id: int | None = None, variants: int | None = None) -> bytes:
     """The figure as JSON bytes. The encoded bytes are what is kept, so a hit encodes nothing again (a scale
     chart of a large round is thousands of points); they are encoded from the figure the charts page keeps
     under the same name, so the page and the figures its script then asks for are built once."""
-    return for_visitor(request, f"{name}-json", parts,
-                       lambda: json.dumps(for_visitor(request, name, parts, produce, round_id=round_id).as_json(),
-                                          cls=DjangoJSONEncoder).encode(), round_id=round_id)
+    def encoded() -> bytes:
+        figure = for_visitor(request, name, parts, produce, round_id=round_id, variants=variants)
+        return json.dumps(figure.as_json(), cls=DjangoJSONEncoder).encode()
+
+    return for_visitor(request, f"{name}-json", parts, encoded, round_id=round_id, variants=variants)
 
 
 def chart_json(view: Callable[..., bytes]) -> Callable[..., HttpResponse]:
@@ -482,7 +489,7 @@ def spread_json(request: HttpRequest, slug: str) -> bytes:
 def history_json(request: HttpRequest, key: str) -> bytes:
     division, scale = division_param(request), scale_param(request)
     return figure_body(request, "chart-history", (key, division, scale),
-                       lambda: history_data(request.user, key, division, scale))
+                       lambda: history_data(request.user, key, division, scale), variants=HISTORY_VARIANTS)
 
 
 def _visible_result(request: HttpRequest, pk: int) -> Result:
@@ -564,16 +571,17 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
         return {"key": key, "title": title, "intro": intro, "src": url, "chart": chart}
 
     def kept(name: str, parts: tuple[Any, ...], round_id: int | None, key: str, title: str, intro: str, url: str,
-             produce: Callable[[], charts.Chart]) -> SafeString:
+             produce: Callable[[], charts.Chart], variants: int | None = None) -> SafeString:
         """A chart's part of the page, kept rendered as its figure is kept: its table of a large round's
         results was half of the page's CPU."""
         def render_part() -> str:
-            chart = for_visitor(request, name, parts, produce, round_id=round_id)
+            chart = for_visitor(request, name, parts, produce, round_id=round_id, variants=variants)
             return render_to_string("leaderboard/_chart_section.html",
                                     {"section": section(key, title, intro, url, chart)})
 
         # Rendered by a template, which escaped what it holds.
-        return mark_safe(for_visitor(request, f"{name}-part", (title, url, *parts), render_part, round_id=round_id))
+        return mark_safe(for_visitor(request, f"{name}-part", (title, url, *parts), render_part, round_id=round_id,
+                                     variants=variants))
 
     context["sections"] = [
         kept("chart-scale", parts, round_.pk, "scale", "Time to train against scale",
@@ -598,7 +606,7 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
              "benchmark under this key changed.",
              f"{reverse('leaderboard:chart_history', args=[benchmark.key])}?"
              f"{urlencode({'division': division, 'scale': scale})}",
-             lambda: history_data(user, benchmark.key, division, scale)),
+             lambda: history_data(user, benchmark.key, division, scale), HISTORY_VARIANTS),
     ]
     in_view = scored_round_results(user, round_).filter(benchmark_key=benchmark.key, division=division)
     asked_result = ascii_whole(request.GET.get("result"))

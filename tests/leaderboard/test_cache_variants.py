@@ -1,0 +1,68 @@
+"""Answers keyed on what a visitor writes (any query string, any scale) are kept only up to a bound per
+results generation (leaderboard.cache.room_for_variant): past it they are made for each request and not
+kept, so nobody can fill the cache (in production Redis, whose memory the task queue shares) with answers
+nobody asks for twice. The bound counts afresh after a change."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from core.cache import bump_generation
+from leaderboard import api, chart_views, views
+from tests.leaderboard.test_query_counts import Data
+
+pytestmark = pytest.mark.django_db
+
+
+def _kept(name: str) -> int:
+    """Entries of `name` in the per-process cache, its counters left out."""
+    return sum(1 for key in cache._cache if f":podium:{name}:" in key and ":variants:" not in key)
+
+
+@pytest.fixture
+def data() -> Data:
+    made = Data()
+    cache.clear()
+    return made
+
+
+def test_a_rounds_page_keeps_no_more_variants_than_the_bound(monkeypatch, data: Data,
+                                                             django_capture_on_commit_callbacks) -> None:
+    monkeypatch.setattr(views, "ROUND_PAGE_VARIANTS", 2)
+    client = Client()
+    name = data.shown.system_name
+    for n in range(5):
+        response = client.get(f"/rounds/{data.newest.slug}/?utm_campaign={n}")
+        assert response.status_code == 200 and name in response.content.decode()
+    assert _kept("round-page") == 2
+    # A kept variant is still served; one past the bound is made again, each time, correctly.
+    assert name in client.get(f"/rounds/{data.newest.slug}/?utm_campaign=0").content.decode()
+    assert _kept("round-page") == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        bump_generation(round_id=data.newest.pk)
+    client.get(f"/rounds/{data.newest.slug}/?utm_campaign=9")
+    assert _kept("round-page") == 3  # the bound counts afresh for the new data
+
+
+def test_the_apis_anonymous_bodies_keep_no_more_variants_than_the_bound(monkeypatch, data: Data) -> None:
+    monkeypatch.setattr(api, "API_BODY_VARIANTS", 2)
+    client = Client()
+    for size in range(1, 6):
+        body = client.get(f"/api/v1/results/?page_size={size}").json()
+        assert len(body["results"]) == size
+    assert _kept("api-body") == 2
+
+
+def test_history_figures_keep_no_more_scales_than_the_bound(monkeypatch, data: Data) -> None:
+    monkeypatch.setattr(chart_views, "HISTORY_VARIANTS", 2)
+    client = Client()
+    for scale in (8, 16, 64, 999, 123456):
+        response = client.get(f"/benchmarks/resnet/history.json?scale={scale}")
+        assert response.status_code == 200 and response.json()["figure"]["data"]
+        page = client.get(f"/rounds/{data.newest.slug}/charts/?benchmark=resnet&scale={scale}")
+        assert page.status_code == 200 and f"on {scale} accelerators" in page.content.decode()
+    assert _kept("chart-history-json") == 2
+    assert _kept("chart-history") == 2
+    assert _kept("chart-history-part") == 2
