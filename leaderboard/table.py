@@ -65,6 +65,10 @@ SECTIONS = [*System.Division.choices, ("", "Division unknown (invalid system des
 # round hold 30–80 systems per division), and a bound on the page's size that the round cannot move.
 # One page number runs over the division sections in order, so a division is still ranked on its own.
 PAGE_ROWS = 50
+# Pages of row keys kept per round and results generation (a few KB each): one per view, visitor's grant and
+# page; the view holds free text (a framework, an accelerator model), so the count is bounded
+# (leaderboard.cache.room_for_variant).
+TABLE_ROWS_VARIANTS = 1000
 MAX_PAGE = 100_000
 
 
@@ -500,7 +504,8 @@ def build_table(round_: Round, view: TableView, user: Visitor, query: QueryDict 
     # visitor whose page comes from the page cache.
     page, total, number = cached_public(
         "table-rows", (round_.pk, viewer_fingerprint(user), _rows_signature(view),
-                       sorted(b.key for b in round_benchmarks)), pick_page, round_id=round_.pk)
+                       sorted(b.key for b in round_benchmarks)), pick_page, round_id=round_.pk,
+        variants=TABLE_ROWS_VARIANTS)
     paging = _paging(query, number, total)
 
     result_url, system_url = template("leaderboard:result"), template("leaderboard:system")

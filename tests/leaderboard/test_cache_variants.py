@@ -10,8 +10,8 @@ from django.core.cache import cache
 from django.test import Client
 
 from core.cache import bump_generation
-from leaderboard import api, chart_views, views
-from tests.leaderboard.test_query_counts import Data
+from leaderboard import api, chart_views, table, views
+from tests.leaderboard.test_query_counts import Data, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -66,3 +66,13 @@ def test_history_figures_keep_no_more_scales_than_the_bound(monkeypatch, data: D
     assert _kept("chart-history-json") == 2
     assert _kept("chart-history") == 2
     assert _kept("chart-history-part") == 2
+
+
+def test_a_round_tables_rows_keep_no_more_views_than_the_bound(monkeypatch, data: Data) -> None:
+    """Signed in (no page is kept whole): the table's rows, kept per view, whose filters hold free text."""
+    monkeypatch.setattr(table, "TABLE_ROWS_VARIANTS", 2)
+    client = signed_in(data.people)
+    for n in range(5):
+        response = client.get(f"/rounds/{data.newest.slug}/?framework=x{n}")
+        assert response.status_code == 200 and f"x{n}" in response.content.decode()
+    assert _kept("table-rows") == 2
