@@ -168,8 +168,13 @@ def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], t
     value = cache.get(key)
     if value is not None:
         return value
-    if variants is not None and not room_for_variant(name, variants, timeout, round_id=round_id):
-        return produce()
+
+    def keep(value: T) -> T:
+        # Counted as it is stored, not as it is asked for: a crowd waiting on one cold key counts once.
+        if variants is None or room_for_variant(name, variants, timeout, round_id=round_id):
+            cache.set(key, value, timeout)
+        return value
+
     lock = f"{key}:filling"
     if not cache.add(lock, 1, LOCK_S):
         # Another request is filling this key: use its answer once it lands.
@@ -178,17 +183,13 @@ def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], t
             value = cache.get(key)
             if value is not None:
                 return value
-            if cache.get(lock) is None:  # the filler gave up (an error): no point in waiting longer
+            if cache.get(lock) is None:  # the filler gave up (an error, or no room): no point in waiting longer
                 break
-        value = produce()
-        cache.set(key, value, timeout)
-        return value
+        return keep(produce())
     try:
-        value = produce()
-        cache.set(key, value, timeout)
+        return keep(produce())
     finally:
         cache.delete(lock)
-    return value
 
 
 def room_for_variant(name: str, most: int, timeout: int = 3600, *, round_id: int | None = None) -> bool:

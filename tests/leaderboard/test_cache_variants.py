@@ -76,3 +76,47 @@ def test_a_round_tables_rows_keep_no_more_views_than_the_bound(monkeypatch, data
         response = client.get(f"/rounds/{data.newest.slug}/?framework=x{n}")
         assert response.status_code == 200 and f"x{n}" in response.content.decode()
     assert _kept("table-rows") == 2
+
+
+def test_a_crowd_on_one_cold_answer_counts_once(monkeypatch) -> None:
+    """Counted as stored: a visitor who waits for another's answer to the same key takes no room."""
+    import threading
+
+    from leaderboard import cache as keys
+
+    keys.freshness()  # the rounds' dates read here, so the threads never need the database
+    started, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    real_pause = keys._pause
+
+    def pause(seconds: float) -> None:
+        waiting.set()
+        real_pause(seconds)
+
+    def slow() -> str:
+        started.set()
+        assert release.wait(60)
+        return "answer"
+
+    monkeypatch.setattr(keys, "_pause", pause)
+    monkeypatch.setattr(keys, "WAIT_S", 60.0)
+    results: list[str] = []
+
+    def ask(produce) -> threading.Thread:
+        thread = threading.Thread(target=lambda: results.append(
+            keys.cached_public("crowded", ("key",), produce, variants=1)))
+        thread.start()
+        return thread
+
+    first = ask(slow)
+    assert started.wait(60)
+    others = [ask(lambda: "not needed") for _ in range(3)]
+    assert waiting.wait(60)
+    release.set()
+    for thread in (first, *others):
+        thread.join(60)
+    assert results == ["answer"] * 4
+    assert cache.get(f"podium:crowded:variants:{keys.freshness()}") == 1
+    # Room for one was taken by it: the next cold answer is made and not kept.
+    assert keys.cached_public("crowded", ("other",), lambda: "made") == "made"
+    assert keys.cached_public("crowded", ("another",), lambda: "made", variants=1) == "made"
+    assert _kept("crowded") == 2  # "key", and "other" (no bound asked); "another" was not kept
