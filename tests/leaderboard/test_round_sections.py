@@ -18,7 +18,8 @@ from django.urls import clear_script_prefix, set_script_prefix
 
 from accounts.models import Organization
 from catalog.services import round_create
-from ingest.models import Result
+from core.cache import bump_generation
+from ingest.models import Result, System
 from ingest.services.results import result_withdraw
 from tests.factories import ResultFactory, SubmissionFactory, SystemFactory
 from tests.leaderboard.test_query_counts import Data
@@ -171,3 +172,26 @@ def test_a_round_a_member_may_open_since_an_upload_began_shows_at_once(django_ca
     SubmissionFactory(round=opened, organization=data.people.acme)
     assert "Round opened by an upload" in client.get("/benchmarks/resnet/").content.decode()
     assert "Round opened by an upload" not in _client(data.people.carol).get("/benchmarks/resnet/").content.decode()
+
+
+def test_the_kept_systems_table_reaches_only_visitors_granted_as_much(django_capture_on_commit_callbacks) -> None:
+    data = Data()
+    people = data.people
+    secret = {f'href="/systems/{pk}/"' for pk in
+              System.objects.filter(round=data.secret, organization=people.acme).values_list("pk", flat=True)}
+    assert secret
+
+    def systems(user: object | None) -> str:
+        html = _client(user).get("/organizations/acme/").content.decode()
+        return html.split('id="systems"')[1].split("</table>")[0]
+
+    assert all(link in systems(people.alice) for link in secret)  # Alice first: her table is kept
+    for user in (None, people.carol, people.dave):
+        assert not any(link in systems(user) for link in secret), user
+    assert all(link in systems(people.bob) for link in secret)
+    # A new system shows at once: storing its result moves the generation.
+    with django_capture_on_commit_callbacks(execute=True):
+        added = SystemFactory(round=data.newest, organization=people.acme, name="Brand new system")
+        ResultFactory(system=added, benchmark=data.newest.benchmarks.get(key="resnet"), score=1.0)
+        bump_generation(round_id=data.newest.pk)
+    assert "Brand new system" in systems(None)
