@@ -135,6 +135,11 @@ class Highlight:
     result: Result | None
 
 
+def openable_round_ids(user: Visitor) -> list[int]:
+    """The ids of the rounds the visitor may open (ingest.visibility.visible_rounds), in id order."""
+    return list(visible_rounds(user).order_by("pk").values_list("pk", flat=True))
+
+
 def newest_published_round(user: Visitor) -> Round | None:
     """The newest published round that holds a current result the visitor may see."""
     holds = visible_results(user).current().filter(round=OuterRef("pk"))

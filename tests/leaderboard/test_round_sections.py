@@ -195,3 +195,36 @@ def test_the_kept_systems_table_reaches_only_visitors_granted_as_much(django_cap
         ResultFactory(system=added, benchmark=data.newest.benchmarks.get(key="resnet"), score=1.0)
         bump_generation(round_id=data.newest.pk)
     assert "Brand new system" in systems(None)
+
+
+def test_the_kept_home_page_reaches_only_visitors_granted_as_much() -> None:
+    data = Data()
+    people = data.people
+
+    def rounds(user: object | None) -> set[str]:
+        html = _client(user).get("/").content.decode()
+        return set(re.findall(r'href="/rounds/([^/]+)/"', html.split('id="rounds"')[1].split("</table>")[0]))
+
+    assert data.secret.slug in rounds(people.alice)  # Alice first: her content is kept
+    for user in (None, people.dave):  # Omega has nothing in the round under embargo
+        assert data.secret.slug not in rounds(user), user
+    assert data.secret.slug in rounds(people.bob) and data.secret.slug in rounds(people.carol)
+
+
+def test_the_kept_home_page_follows_the_rounds_a_member_may_open() -> None:
+    """A member's organization's first submission to a round opens it to them (visible_rounds) and moves no
+    generation: the benchmarks' count of rounds must follow at once."""
+    data = Data()
+    client = _client(data.people.alice)
+
+    def rounds_of_resnet() -> int:
+        table = client.get("/").content.decode().split('id="benchmarks"')[1]
+        row = table.split('href="/benchmarks/resnet/"')[1].split("</tr>")[0]
+        return int(re.findall(r'<td class="num">(\d+)</td>', row)[0])
+
+    before = rounds_of_resnet()
+    opened = round_create(slug="opened-v9.0", name="Round opened by an upload", ruleset="4.0.0",
+                          publication_date=None)
+    assert rounds_of_resnet() == before  # not theirs to open yet
+    SubmissionFactory(round=opened, organization=data.people.acme)
+    assert rounds_of_resnet() == before + 1
