@@ -539,17 +539,38 @@ def _scale_choices(user: Visitor, key: str, division: str) -> list[int]:
     return sorted({count for counts in kept.values() for count in counts})
 
 
+# Charts pages kept per results generation: one per round, benchmark, division, scale, result looked at and
+# visitor's grant; the scale and the result are any number a visitor types (leaderboard.cache.room_for_variant).
+CHARTS_PAGE_VARIANTS = 1000
+
+
 @require_safe
 def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
-    user = request.user
     round_ = _round(request, slug)
     division = request.GET.get("division", "")
     if division not in DIVISIONS:
         division = DEFAULT_DIVISION  # the page falls back where the JSON endpoints answer 400
+    # What the content depends on besides the data and the visitor's grant: an unknown benchmark is answered
+    # with the first one whatever its name, and no key is that long.
+    asked = (request.GET.get("benchmark", "")[:100], division, ascii_whole(request.GET.get("scale")),
+             ascii_whole(request.GET.get("result")))
+    # Kept rendered, as its figures are, under the results generation of every round (the history chart spans
+    # them): the parts below the charts (the results to choose from, one result's runs and convergence) were
+    # most of a visit's 12-15 ms once the figures were kept.
+    html, charted = for_visitor(request, "charts-page", (round_.pk, *asked),
+                                lambda: _charts_content(request, round_, *asked), variants=CHARTS_PAGE_VARIANTS)
+    # Rendered by a template, which escaped what it holds.
+    return render(request, "leaderboard/charts.html", {"round": round_, "content": mark_safe(html),
+                                                       "charted": charted})
+
+
+def _charts_content(request: HttpRequest, round_: Round, wanted: str, division: str, asked: int | None,
+                    asked_result: int | None) -> tuple[str, bool]:
+    """The charts page's content, and whether it draws any chart (its scripts are wanted)."""
+    user = request.user
     # A probe per benchmark of the round (result_chart_points: round, benchmark), not a pass over its results.
     scored = scored_round_results(user, round_).filter(benchmark_key=OuterRef("key"))
     benchmarks = list(round_.benchmarks.filter(Exists(scored)))
-    wanted = request.GET.get("benchmark", "")
     benchmark = next((b for b in benchmarks if b.key == wanted), benchmarks[0] if benchmarks else None)
     context: dict[str, Any] = {
         "round": round_, "benchmarks": benchmarks, "benchmark": benchmark, "division": division,
@@ -557,9 +578,8 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
         "sections": [],
     }
     if benchmark is None:
-        return render(request, "leaderboard/charts.html", context)
+        return render_to_string("leaderboard/_charts_content.html", context), False
     scales = _scale_choices(user, benchmark.key, division)
-    asked = ascii_whole(request.GET.get("scale"))
     if asked is not None and 1 <= asked <= MAX_SCALE:
         scale = asked
     else:
@@ -609,7 +629,6 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
              lambda: history_data(user, benchmark.key, division, scale), HISTORY_VARIANTS),
     ]
     in_view = scored_round_results(user, round_).filter(benchmark_key=benchmark.key, division=division)
-    asked_result = ascii_whole(request.GET.get("result"))
     selected = in_view.filter(pk=asked_result).first() if asked_result is not None else None
     if selected is None:
         selected = in_view.order_by(F("runs_cv").desc(nulls_last=True), "pk").first()
@@ -633,4 +652,4 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
         "choosable": sorted(choosable.values(), key=lambda r: (r.submitter, r.system_name, r.pk)),
         "more_results": len(offered) == CHOOSABLE and in_view.count() > CHOOSABLE,
     })
-    return render(request, "leaderboard/charts.html", context)
+    return render_to_string("leaderboard/_charts_content.html", context), True

@@ -57,6 +57,7 @@ def test_the_apis_anonymous_bodies_keep_no_more_variants_than_the_bound(monkeypa
 
 def test_history_figures_keep_no_more_scales_than_the_bound(monkeypatch, data: Data) -> None:
     monkeypatch.setattr(chart_views, "HISTORY_VARIANTS", 2)
+    monkeypatch.setattr(chart_views, "CHARTS_PAGE_VARIANTS", 2)
     client = Client()
     for scale in (8, 16, 64, 999, 123456):
         response = client.get(f"/benchmarks/resnet/history.json?scale={scale}")
@@ -66,6 +67,7 @@ def test_history_figures_keep_no_more_scales_than_the_bound(monkeypatch, data: D
     assert _kept("chart-history-json") == 2
     assert _kept("chart-history") == 2
     assert _kept("chart-history-part") == 2
+    assert _kept("charts-page") == 2
 
 
 def test_a_round_tables_rows_keep_no_more_views_than_the_bound(monkeypatch, data: Data) -> None:
