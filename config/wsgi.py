@@ -17,8 +17,10 @@ litter_sweep_at_start(reason="web start")
 # reversing (another ~45 ms, core.warmup).
 from django.urls import get_resolver  # noqa: E402
 
+from core.release import release  # noqa: E402
 from core.warmup import task_sending_warm, url_reversing_warm  # noqa: E402
 
 get_resolver().url_patterns  # noqa: B018 - evaluating it imports the views
 url_reversing_warm()
 task_sending_warm()
+release()  # the source's digest every cached answer's key holds (~10 ms of reading files)

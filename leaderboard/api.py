@@ -44,6 +44,7 @@ from accounts.authentication import TokenScopeAllows
 from accounts.models import Organization
 from catalog.models import Benchmark, Round
 from core import compiled
+from core.release import release
 from ingest.models import Finding, Result, ResultQuerySet, Run, System
 from ingest.visibility import (
     viewer_fingerprint,
@@ -245,7 +246,8 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
         request = self.request
         user = request.user
         who = f"user:{user.pk}:{self.sees}" if user.is_authenticated else "anonymous"
-        parts = ("api-v1", self.freshness, who, request.accepted_renderer.format, request.get_full_path())
+        # The release too: an answer's shape may change with the code, and its body is kept under this tag.
+        parts = ("api-v1", release(), self.freshness, who, request.accepted_renderer.format, request.get_full_path())
         return quote_etag(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32])
 
     def _matches(self, etag: str) -> bool:

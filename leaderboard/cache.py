@@ -16,6 +16,7 @@ query. Two things change it:
 - the clock: a round passing its publication date becomes public with nothing written. Each process
   keeps the publication dates of all rounds, read once per generation (`_Snapshot`), and the key holds
   how many of them have passed, counted in memory: the first request after the instant gets a new key.
+Every key also holds the code's release (core.release): a version of Podium never serves another's answer.
 So a hit reads the generation from the cache and nothing from the database; a miss (after a bump, or
 once per process and generation for the dates) pays the queries. A write that bypasses the services
 (a bare `QuerySet.update()`) stays unseen until the entry expires, as the services' docstrings warn.
@@ -41,6 +42,7 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.utils import timezone
 
 from core.cache import elsewhere, elsewhere_by_round, generations, round_generations, shared_elsewhere
+from core.release import release
 
 T = TypeVar("T")
 
@@ -136,7 +138,7 @@ def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int
     per-round totals), each kept under `name`, `parts` and its round's freshness: after a change confined to
     one round only that round's value is computed again. `compute(ids)` is called once, with the ids of
     every round whose value is stale, and returns a value for each."""
-    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:24]
+    digest = hashlib.sha256("|".join(str(p) for p in (release(), *parts)).encode()).hexdigest()[:24]
     keys = {pk: f"podium:{name}:{fresh}:{digest}:{pk}" for pk, fresh in freshness_by_round().items()}
     found = cache.get_many(list(keys.values()))
     values = {pk: found[key] for pk, key in keys.items() if key in found}
@@ -149,7 +151,7 @@ def kept_by_round(name: str, parts: tuple[Any, ...], compute: Callable[[list[int
 
 
 def public_key(name: str, *parts: Any, round_id: int | None = None) -> str:
-    raw = "|".join(str(p) for p in parts)
+    raw = "|".join(str(p) for p in (release(), *parts))
     digest = hashlib.sha256(raw.encode()).hexdigest()[:24]
     return f"podium:{name}:{freshness(round_id)}:{digest}"
 

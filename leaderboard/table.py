@@ -47,6 +47,7 @@ from django.utils.safestring import SafeString, mark_safe
 from accounts.models import Organization
 from accounts.viewer import Visitor
 from catalog.models import Benchmark, Round
+from core.release import release
 from ingest.metrics import METRICS
 from ingest.models import Result, System
 from ingest.visibility import viewer_fingerprint, visible_round_results
@@ -563,7 +564,7 @@ def build_choices(round_: Round, user: Visitor) -> Choices:
     """What the filter form offers: only values present among the results this visitor may see. Kept in
     the cache per round, data version (leaderboard.cache.freshness) and what the visitor may see beyond
     the public record (ingest.visibility.viewer_fingerprint): paging or sorting a round reads it once."""
-    key = f"podium:table-choices:{round_.pk}:{freshness(round_.pk)}:{viewer_fingerprint(user)}"
+    key = f"podium:table-choices:{release()}:{round_.pk}:{freshness(round_.pk)}:{viewer_fingerprint(user)}"
     choices = cache.get(key)
     if choices is None:
         choices = _choices(round_, user)
