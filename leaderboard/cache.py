@@ -49,6 +49,7 @@ T = TypeVar("T")
 LOCK_S = 30  # a filler that died frees its lock after this long
 WAIT_S = 5.0  # how long a waiter polls before it computes the answer itself
 POLL_S = 0.05
+CROWD_S = 5  # how long an answer past its bound of variants is kept, for the visitors waiting on it
 
 
 def _process_local() -> bool:
@@ -172,9 +173,12 @@ def cached_public(name: str, parts: tuple[Any, ...], produce: Callable[[], T], t
         return value
 
     def keep(value: T) -> T:
-        # Counted as it is stored, not as it is asked for: a crowd waiting on one cold key counts once.
+        # Counted as it is stored, not as it is asked for: a crowd waiting on one cold key counts once. Past
+        # the bound it is kept a few seconds, for that crowd alone (each would make it again otherwise).
         if variants is None or room_for_variant(name, variants, timeout, round_id=round_id):
             cache.set(key, value, timeout)
+        else:
+            cache.set(key, value, CROWD_S)
         return value
 
     lock = f"{key}:filling"

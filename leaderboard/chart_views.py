@@ -539,9 +539,10 @@ def _scale_choices(user: Visitor, key: str, division: str) -> list[int]:
     return sorted({count for counts in kept.values() for count in counts})
 
 
-# Charts pages kept per results generation: one per round, benchmark, division, scale, result looked at and
+# Charts pages kept per round and results generation: one per benchmark, division, scale, result looked at and
 # visitor's grant; the scale and the result are any number a visitor types (leaderboard.cache.room_for_variant).
-CHARTS_PAGE_VARIANTS = 1000
+# A page holds its charts' tables (~140 KB for a round of 20,000 results).
+CHARTS_PAGE_VARIANTS = 200
 
 
 @require_safe
@@ -552,12 +553,14 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
         division = DEFAULT_DIVISION  # the page falls back where the JSON endpoints answer 400
     # What the content depends on besides the data and the visitor's grant: an unknown benchmark is answered
     # with the first one whatever its name, and no key is that long.
-    asked = (request.GET.get("benchmark", "")[:100], division, ascii_whole(request.GET.get("scale")),
-             ascii_whole(request.GET.get("result")))
+    scale = ascii_whole(request.GET.get("scale"))
+    asked = (request.GET.get("benchmark", "")[:100], division,
+             scale if scale is not None and 1 <= scale <= MAX_SCALE else None, ascii_whole(request.GET.get("result")))
     # Kept rendered, as its figures are, under the results generation of every round (the history chart spans
     # them): the parts below the charts (the results to choose from, one result's runs and convergence) were
     # most of a visit's 12-15 ms once the figures were kept.
-    html, charted = for_visitor(request, "charts-page", (round_.pk, *asked),
+    # Named by round, so that each round's pages have their own room.
+    html, charted = for_visitor(request, f"charts-page-{round_.pk}", asked,
                                 lambda: _charts_content(request, round_, *asked), variants=CHARTS_PAGE_VARIANTS)
     # Rendered by a template, which escaped what it holds.
     return render(request, "leaderboard/charts.html", {"round": round_, "content": mark_safe(html),

@@ -27,6 +27,10 @@ from leaderboard.table import (
     view_query,
 )
 
+# Views of one round kept for anonymous visitors (each query string is one): the plain page, each division,
+# sort and page people follow links to, with room to spare; any query beyond them is rendered each time.
+ROUND_PAGE_VARIANTS = 200
+
 
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
@@ -53,10 +57,6 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     return HttpResponse(cache.cached_public("round-page", (slug, request.GET.urlencode()), render_page,
                                             round_id=round_.pk, variants=ROUND_PAGE_VARIANTS))
 
-
-# Views of one round kept for anonymous visitors (each query string is one): the plain page, each division,
-# sort and page people follow links to, with room to spare; any query beyond them is rendered each time.
-ROUND_PAGE_VARIANTS = 200
 
 
 def round_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResponse:

@@ -5,6 +5,8 @@ nobody asks for twice. The bound counts afresh after a change."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.core.cache import cache
 from django.test import Client
@@ -17,8 +19,12 @@ pytestmark = pytest.mark.django_db
 
 
 def _kept(name: str) -> int:
-    """Entries of `name` in the per-process cache, its counters left out."""
-    return sum(1 for key in cache._cache if f":podium:{name}:" in key and ":variants:" not in key)
+    """Entries of `name` kept in the per-process cache for longer than the few seconds an answer past its
+    bound is kept (CROWD_S), its counters left out."""
+    from leaderboard.cache import CROWD_S
+
+    return sum(1 for key, expiry in cache._expire_info.items()
+               if f":podium:{name}:" in key and ":variants:" not in key and expiry - time.time() > CROWD_S)
 
 
 @pytest.fixture
@@ -49,6 +55,9 @@ def test_a_rounds_page_keeps_no_more_variants_than_the_bound(monkeypatch, data: 
 def test_the_apis_anonymous_bodies_keep_no_more_variants_than_the_bound(monkeypatch, data: Data) -> None:
     monkeypatch.setattr(api, "API_BODY_VARIANTS", 2)
     client = Client()
+    for _ in range(3):  # answers that are not kept take no room
+        assert client.get("/api/v1/results/999999999/").status_code == 404
+        assert client.get("/api/v1/results/?round=no-such-round").status_code in (200, 400, 404)
     for size in range(1, 6):
         body = client.get(f"/api/v1/results/?page_size={size}").json()
         assert len(body["results"]) == size
@@ -67,7 +76,7 @@ def test_history_figures_keep_no_more_scales_than_the_bound(monkeypatch, data: D
     assert _kept("chart-history-json") == 2
     assert _kept("chart-history") == 2
     assert _kept("chart-history-part") == 2
-    assert _kept("charts-page") == 2
+    assert _kept(f"charts-page-{data.newest.pk}") == 2
 
 
 def test_a_round_tables_rows_keep_no_more_views_than_the_bound(monkeypatch, data: Data) -> None:
@@ -122,3 +131,55 @@ def test_a_crowd_on_one_cold_answer_counts_once(monkeypatch) -> None:
     assert keys.cached_public("crowded", ("other",), lambda: "made") == "made"
     assert keys.cached_public("crowded", ("another",), lambda: "made", variants=1) == "made"
     assert _kept("crowded") == 2  # "key", and "other" (no bound asked); "another" was not kept
+
+
+def test_a_crowd_past_the_bound_still_waits_for_one_answer(monkeypatch) -> None:
+    """Past the bound the filler keeps its answer a few seconds for those waiting on it: they do not each
+    make it again."""
+    import threading
+
+    from leaderboard import cache as keys
+
+    keys.freshness()
+    assert keys.cached_public("full", ("taken",), lambda: "first", variants=1) == "first"
+    started, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    real_pause = keys._pause
+
+    def pause(seconds: float) -> None:
+        waiting.set()
+        real_pause(seconds)
+
+    made: list[str] = []
+
+    def slow() -> str:
+        made.append("slow")
+        started.set()
+        assert release.wait(60)
+        return "answer"
+
+    monkeypatch.setattr(keys, "_pause", pause)
+    monkeypatch.setattr(keys, "WAIT_S", 60.0)
+    results: list[str] = []
+
+    def ask(produce) -> threading.Thread:
+        thread = threading.Thread(target=lambda: results.append(
+            keys.cached_public("full", ("crowded",), produce, variants=1)))
+        thread.start()
+        return thread
+
+    first = ask(slow)
+    assert started.wait(60)
+    others = [ask(lambda: made.append("again") or "again") for _ in range(3)]
+    assert waiting.wait(60)
+    release.set()
+    for thread in (first, *others):
+        thread.join(60)
+    assert results == ["answer"] * 4 and made == ["slow"]
+    assert cache._expire_info[cache.make_key(keys.public_key("full", "crowded"))] - time.time() <= keys.CROWD_S
+
+
+def test_out_of_range_scales_share_one_charts_page(data: Data) -> None:
+    client = Client()
+    for scale in ("0", "99999999", "x", ""):
+        assert client.get(f"/rounds/{data.newest.slug}/charts/?benchmark=resnet&scale={scale}").status_code == 200
+    assert _kept(f"charts-page-{data.newest.pk}") == 1
