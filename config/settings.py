@@ -153,13 +153,14 @@ WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/plotly-[^/]+\.min\.js$"
 
 CACHES: dict[str, dict[str, Any]] = {
     "default": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "BACKEND": "core.locmem.BoundedLocMemCache",
         "LOCATION": "podium",
         # Django's default keeps 300 entries and then drops a third of them: one visit of every page at the
-        # bench's 20,000 results (91 pages) keeps 814 (7.8 MB; each round's part of a benchmark's or an
+        # bench's 20,000 results (91 pages) keeps ~900 (8.7 MB; each round's part of a benchmark's or an
         # organization's page is one), so a second visit found almost nothing and took as long as the first
-        # (2.7 s; 0.6 s with room). Memory stays bounded by the count: a few tens of MB at that data.
-        "OPTIONS": {"MAX_ENTRIES": 3000},
+        # (3.2 s; 0.15 s with room). The bytes are bounded too (core.locmem): stale generations' pages pile
+        # up while a round takes uploads.
+        "OPTIONS": {"MAX_ENTRIES": 3000, "MAX_BYTES": 32 * 2**20},
     }
 }
 if env_str("CACHE_URL", ""):
