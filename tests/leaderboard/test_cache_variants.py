@@ -5,6 +5,7 @@ nobody asks for twice. The bound counts afresh after a change."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from django.test import Client
 
 from core.cache import bump_generation
 from leaderboard import api, chart_views, table, views
+from leaderboard import cache as keys
 from tests.leaderboard.test_query_counts import Data, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -89,59 +91,9 @@ def test_a_round_tables_rows_keep_no_more_views_than_the_bound(monkeypatch, data
     assert _kept("table-rows") == 2
 
 
-def test_a_crowd_on_one_cold_answer_counts_once(monkeypatch) -> None:
-    """Counted as stored: a visitor who waits for another's answer to the same key takes no room."""
-    import threading
-
-    from leaderboard import cache as keys
-
-    keys.freshness()  # the rounds' dates read here, so the threads never need the database
-    started, release, waiting = threading.Event(), threading.Event(), threading.Event()
-    real_pause = keys._pause
-
-    def pause(seconds: float) -> None:
-        waiting.set()
-        real_pause(seconds)
-
-    def slow() -> str:
-        started.set()
-        assert release.wait(60)
-        return "answer"
-
-    monkeypatch.setattr(keys, "_pause", pause)
-    monkeypatch.setattr(keys, "WAIT_S", 60.0)
-    results: list[str] = []
-
-    def ask(produce) -> threading.Thread:
-        thread = threading.Thread(target=lambda: results.append(
-            keys.cached_public("crowded", ("key",), produce, variants=1)))
-        thread.start()
-        return thread
-
-    first = ask(slow)
-    assert started.wait(60)
-    others = [ask(lambda: "not needed") for _ in range(3)]
-    assert waiting.wait(60)
-    release.set()
-    for thread in (first, *others):
-        thread.join(60)
-    assert results == ["answer"] * 4
-    assert cache.get(f"podium:crowded:variants:{keys.freshness()}") == 1
-    # Room for one was taken by it: the next cold answer is made and not kept.
-    assert keys.cached_public("crowded", ("other",), lambda: "made") == "made"
-    assert keys.cached_public("crowded", ("another",), lambda: "made", variants=1) == "made"
-    assert _kept("crowded") == 2  # "key", and "other" (no bound asked); "another" was not kept
-
-
-def test_a_crowd_past_the_bound_still_waits_for_one_answer(monkeypatch) -> None:
-    """Past the bound the filler keeps its answer a few seconds for those waiting on it: they do not each
-    make it again."""
-    import threading
-
-    from leaderboard import cache as keys
-
-    keys.freshness()
-    assert keys.cached_public("full", ("taken",), lambda: "first", variants=1) == "first"
+def _crowd(monkeypatch, name: str, parts: tuple[str, ...], waiters: int = 3) -> tuple[list[str], list[str]]:
+    """One visitor fills `name`/`parts` (bound: one variant) slowly while `waiters` others ask for it; the
+    answers they got, and who made one. Threads meet on Events, never sleeps."""
     started, release, waiting = threading.Event(), threading.Event(), threading.Event()
     real_pause = keys._pause
 
@@ -152,29 +104,54 @@ def test_a_crowd_past_the_bound_still_waits_for_one_answer(monkeypatch) -> None:
     made: list[str] = []
 
     def slow() -> str:
-        made.append("slow")
+        made.append("filler")
         started.set()
         assert release.wait(60)
         return "answer"
 
+    def again() -> str:
+        made.append("waiter")
+        return "again"
+
     monkeypatch.setattr(keys, "_pause", pause)
     monkeypatch.setattr(keys, "WAIT_S", 60.0)
+    keys.freshness()  # the rounds' dates read here, so the threads never need the database
     results: list[str] = []
 
     def ask(produce) -> threading.Thread:
         thread = threading.Thread(target=lambda: results.append(
-            keys.cached_public("full", ("crowded",), produce, variants=1)))
+            keys.cached_public(name, parts, produce, variants=1)))
         thread.start()
         return thread
 
     first = ask(slow)
     assert started.wait(60)
-    others = [ask(lambda: made.append("again") or "again") for _ in range(3)]
+    others = [ask(again) for _ in range(waiters)]
     assert waiting.wait(60)
     release.set()
     for thread in (first, *others):
         thread.join(60)
-    assert results == ["answer"] * 4 and made == ["slow"]
+    return results, made
+
+
+def test_a_crowd_on_one_cold_answer_counts_once(monkeypatch) -> None:
+    """Counted as stored: a visitor who waits for another's answer to the same key takes no room."""
+    results, made = _crowd(monkeypatch, "crowded", ("key",))
+    assert results == ["answer"] * 4 and made == ["filler"]
+    assert cache.get(f"podium:crowded:variants:{keys.freshness()}") == 1
+    # Room for one was taken by it: the next cold answer is made and not kept.
+    assert keys.cached_public("crowded", ("other",), lambda: "made") == "made"
+    assert keys.cached_public("crowded", ("another",), lambda: "made", variants=1) == "made"
+    assert _kept("crowded") == 2  # "key", and "other" (no bound asked); "another" was not kept
+
+
+def test_a_crowd_past_the_bound_still_waits_for_one_answer(monkeypatch) -> None:
+    """Past the bound the filler keeps its answer a few seconds for those waiting on it: they do not each
+    make it again."""
+    keys.freshness()
+    assert keys.cached_public("full", ("taken",), lambda: "first", variants=1) == "first"
+    results, made = _crowd(monkeypatch, "full", ("crowded",))
+    assert results == ["answer"] * 4 and made == ["filler"]
     assert cache._expire_info[cache.make_key(keys.public_key("full", "crowded"))] - time.time() <= keys.CROWD_S
 
 
