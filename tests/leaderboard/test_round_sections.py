@@ -228,3 +228,22 @@ def test_the_kept_home_page_follows_the_rounds_a_member_may_open() -> None:
     assert rounds_of_resnet() == before  # not theirs to open yet
     SubmissionFactory(round=opened, organization=data.people.acme)
     assert rounds_of_resnet() == before + 1
+
+
+def test_a_round_tables_kept_rows_reach_only_visitors_granted_as_much() -> None:
+    """Signed in, the table (not the page around it, which names the visitor) is kept per grant."""
+    data = Data()
+    people = data.people
+    path = f"/rounds/{data.secret.slug}/"
+
+    def organizations(user: object) -> set[str]:
+        html = _client(user).get(path).content.decode()
+        shown = {int(pk) for pk in re.findall(r'href="/results/(\d+)/"', html.split('id="round-table"')[1])}
+        return set(Result.objects.filter(pk__in=shown).values_list("organization__slug", flat=True))
+
+    assert organizations(people.alice) == {"acme"}  # Alice first: her table is kept
+    assert organizations(people.carol) == {"zeta"}
+    assert organizations(people.bob) == {"acme"}
+    assert _client(people.dave).get(path).status_code == 404
+    page = _client(people.bob).get(path).content.decode()
+    assert "bob" in page and "alice" not in page  # the page around the kept table is Bob's own
