@@ -10,7 +10,8 @@ clients for --seconds (at least 3 requests each), three times:
 - cached: anonymous, after a warm-up that fills every worker's cache (what a repeat visitor gets);
 - uncached: signed in with a session cookie of an organization member, which no whole-page cache serves
   (what every submitter, reviewer and chair pays in a steady state: what is kept under the visitor's grant,
-  a round table's rows and the chart figures, serves it; for the API page, nothing does);
+  a round's table and the chart figures, serves it, around a page of the visitor's own; for the API page,
+  nothing does);
 - changed: signed in, each request the first after a change of the data (the bench moves the results
   generation before each one, untimed, as a stored result would): nothing kept for the data version is
   there, neither pages nor what they are built from (the table's row order, filter choices, counts).
