@@ -1,9 +1,9 @@
 """The charts page and its JSON endpoints (one figure each, built by leaderboard.charts).
 
-Every read goes through the visibility selectors. Answers are cached under the results generation key
-(leaderboard.cache) and what the visitor may see beyond the public record (for_visitor): signed-in users
-may see embargoed results of their own, so theirs are shared only with visitors granted exactly as much,
-and are marked private for HTTP caches.
+Every read goes through the visibility selectors. Answers are cached under the results generation key and
+what the visitor may see beyond the public record (leaderboard.cache.cached_for): signed-in users may see
+embargoed results of their own, so theirs are shared only with visitors granted exactly as much, and are
+marked private for HTTP caches.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from django.db.models.functions import Cast, RowNumber
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
-from django.urls import get_script_prefix, reverse
+from django.urls import reverse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
@@ -57,7 +57,7 @@ from ingest.visibility import (
 )
 from leaderboard import charts
 from leaderboard.addresses import around_id
-from leaderboard.cache import cached_public, kept_by_round
+from leaderboard.cache import cached_for, kept_by_round
 
 T = TypeVar("T")
 
@@ -374,18 +374,6 @@ def run_times_data(result: Result) -> charts.Chart:
 # Request plumbing
 
 
-def for_visitor(request: HttpRequest, name: str, parts: tuple[Any, ...], produce: Callable[[], T], *,
-                round_id: int | None = None, variants: int | None = None) -> T:
-    """`produce()`, kept under `name`, `parts`, the addresses' prefix (the answers hold results' addresses) and
-    what the visitor may see beyond the public record (ingest.visibility.viewer_fingerprint): anonymous
-    visitors share one answer; a member's may hold embargoed results of their organization and is shared only
-    with visitors granted exactly as much (every member of it). Signed-in visitors built every figure on every
-    request: the charts page 44 ms at 20,000 results. `round_id`: the answer shows that round's results and no
-    other's; `variants`: at most that many kept per freshness (leaderboard.cache.cached_public)."""
-    return cached_public(name, (viewer_fingerprint(request.user), get_script_prefix(), *parts), produce,
-                         round_id=round_id, variants=variants)
-
-
 # History figures kept per results generation: one per benchmark, division, scale and visitor's grant; the
 # scale is any number a visitor types (leaderboard.cache.room_for_variant).
 HISTORY_VARIANTS = 500
@@ -433,10 +421,10 @@ def figure_body(request: HttpRequest, name: str, parts: tuple[Any, ...], produce
     chart of a large round is thousands of points); they are encoded from the figure the charts page keeps
     under the same name, so the page and the figures its script then asks for are built once."""
     def encoded() -> bytes:
-        figure = for_visitor(request, name, parts, produce, round_id=round_id, variants=variants)
+        figure = cached_for(request.user, name, parts, produce, round_id=round_id, variants=variants)
         return json.dumps(figure.as_json(), cls=DjangoJSONEncoder).encode()
 
-    return for_visitor(request, f"{name}-json", parts, encoded, round_id=round_id, variants=variants)
+    return cached_for(request.user, f"{name}-json", parts, encoded, round_id=round_id, variants=variants)
 
 
 def chart_json(view: Callable[..., bytes]) -> Callable[..., HttpResponse]:
@@ -560,7 +548,7 @@ def charts_page(request: HttpRequest, slug: str) -> HttpResponse:
     # them): the parts below the charts (the results to choose from, one result's runs and convergence) were
     # most of a visit's 12-15 ms once the figures were kept.
     # Named by round, so that each round's pages have their own room.
-    html, charted = for_visitor(request, f"charts-page-{round_.pk}", asked,
+    html, charted = cached_for(request.user, f"charts-page-{round_.pk}", asked,
                                 lambda: _charts_content(request, round_, *asked), variants=CHARTS_PAGE_VARIANTS)
     # Rendered by a template, which escaped what it holds.
     return render(request, "leaderboard/charts.html", {"round": round_, "content": mark_safe(html),
@@ -598,12 +586,12 @@ def _charts_content(request: HttpRequest, round_: Round, wanted: str, division: 
         """A chart's part of the page, kept rendered as its figure is kept: its table of a large round's
         results was half of the page's CPU."""
         def render_part() -> str:
-            chart = for_visitor(request, name, parts, produce, round_id=round_id, variants=variants)
+            chart = cached_for(request.user, name, parts, produce, round_id=round_id, variants=variants)
             return render_to_string("leaderboard/_chart_section.html",
                                     {"section": section(key, title, intro, url, chart)})
 
         # Rendered by a template, which escaped what it holds.
-        return mark_safe(for_visitor(request, f"{name}-part", (title, url, *parts), render_part, round_id=round_id,
+        return mark_safe(cached_for(request.user, f"{name}-part", (title, url, *parts), render_part, round_id=round_id,
                                      variants=variants))
 
     context["sections"] = [
@@ -640,7 +628,7 @@ def _charts_content(request: HttpRequest, round_: Round, wanted: str, division: 
             "runs", "Run times of one result",
             "Each run's time to train; runs that olympic scoring dropped (or that failed) are drawn open.",
             reverse("leaderboard:chart_runs", args=[selected.pk]),
-            for_visitor(request, "chart-run-times", (selected.pk,), lambda: run_times_data(selected)),
+            cached_for(request.user, "chart-run-times", (selected.pk,), lambda: run_times_data(selected)),
         )
     # The results offered for a closer look: those with the largest spread (how the default is chosen), at most
     # CHOOSABLE (every result of the view made the page grow with the round: 1,000 options at 200,000 results),

@@ -11,7 +11,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
-from django.urls import get_script_prefix
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_safe
 
@@ -20,9 +19,8 @@ from accounts.viewer import Visitor
 from core.errors import NotFound
 from core.views import shows_refusals
 from ingest.models import Finding, Result, Run
-from ingest.visibility import viewer_fingerprint
 from leaderboard import guides, logs, selectors
-from leaderboard.cache import cached_public, kept_by_round
+from leaderboard.cache import cached_for, kept_by_round, seen_by
 from runners.selectors import result_badges
 
 
@@ -44,7 +42,7 @@ def home(request: HttpRequest) -> HttpResponse:
     # follow their organization's submissions, which move no generation (an anonymous visitor's follow the
     # clock, which the key holds already).
     opened = selectors.openable_round_ids(user) if user.is_authenticated else None
-    kept = cached_public("home-content", (viewer_fingerprint(user), get_script_prefix(), opened), content)
+    kept = cached_for(user, "home-content", (opened,), content)
     # Rendered by a template, which escaped what it holds.
     return render(request, "leaderboard/home.html", {"content": mark_safe(kept)})
 
@@ -70,7 +68,7 @@ def round_sections(user: Visitor, name: str, parts: tuple[Any, ...],
         html.update((group.round.pk, render_group(group)) for group in groups_of(stale))
         return html
 
-    kept = kept_by_round(name, (viewer_fingerprint(user), get_script_prefix(), *parts), compute)
+    kept = kept_by_round(name, (*seen_by(user), *parts), compute)
     # Each part was rendered by a template, which escaped what it holds.
     return [mark_safe(kept[pk]) for pk in selectors.newest_first(pk for pk, html in kept.items() if html)]
 
@@ -128,9 +126,7 @@ def organization_detail(request: HttpRequest, slug: str) -> HttpResponse:
     # Kept as the parts are, but about every round (the newest of each system): any change renews it. It was
     # half of the page once the parts were kept (two queries, a numbering of every system of the
     # organization, and 50 rows rendered).
-    systems, any_system = cached_public(
-        "organization-systems", (viewer_fingerprint(user), get_script_prefix(), organization.pk, organization.slug),
-        systems_part)
+    systems, any_system = cached_for(user, "organization-systems", (organization.pk, organization.slug), systems_part)
     # An organization whose every result is embargoed from this visitor is not there for them.
     if not (sections or any_system):
         raise NotFound("No organization of that name with results you may see.")

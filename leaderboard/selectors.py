@@ -259,7 +259,7 @@ def benchmark_definitions(user: Visitor, key: str) -> list[Benchmark]:
     """Benchmark `key` as defined by each round the visitor may open that defines it (with that round), the
     newest round first."""
     definitions = Benchmark.objects.filter(key=key, round__in=visible_rounds(user)).select_related("round")
-    return sorted(definitions, key=lambda b: _newest_first(b.round), reverse=True)
+    return sorted(definitions, key=lambda b: _newest_first(b.round_id, b.round.publication_date), reverse=True)
 
 
 def benchmark_known(key: str) -> bool:
@@ -294,16 +294,16 @@ def benchmark_rounds(user: Visitor, key: str, definitions: list[Benchmark], roun
     return [RoundResults(r, defined.get(pk), by_round.get(pk, []), totals.get(pk, 0)) for pk, r in rounds.items()]
 
 
-def _newest_first(round_: Round) -> tuple[bool, Any, int]:
-    """With reverse=True: published rounds newest first, then those without a date."""
-    return (round_.publication_date is not None, round_.publication_date, round_.pk)
+def _newest_first(round_id: int, publication_date: Any) -> tuple[bool, Any, int]:
+    """A round's place with reverse=True: published rounds newest first, then those without a date."""
+    return (publication_date is not None, publication_date, round_id)
 
 
 def newest_first(round_ids: Iterable[int]) -> list[int]:
     """The rounds `round_ids` in the order of _newest_first, from the publication dates the cache's keys
     were made with (leaderboard.cache.round_dates): no query."""
     dates = round_dates()
-    return sorted(round_ids, key=lambda pk: (dates.get(pk) is not None, dates.get(pk), pk), reverse=True)
+    return sorted(round_ids, key=lambda pk: _newest_first(pk, dates.get(pk)), reverse=True)
 
 
 def organization_results(user: Visitor, organization: Organization, round_ids: list[int]) -> list[RoundResults]:

@@ -6,12 +6,11 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
-from django.urls import get_script_prefix
 
 from accounts.viewer import viewer_of
 from ingest.metrics import METRICS
 from ingest.panels import result_panels
-from ingest.visibility import viewer_fingerprint, visible_results, visible_rounds, visible_systems
+from ingest.visibility import visible_results, visible_rounds, visible_systems
 from leaderboard import cache, pages
 from leaderboard.compare import MAX_RESULTS, MIN_RESULTS
 from leaderboard.round_filters import active_chips, clear_url
@@ -48,10 +47,9 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
             # The page around it is the visitor's own (their name, a one-time message); the table is what
             # their grant shows, kept as the anonymous page is (its cells and rows were most of a signed-in
             # visit's ~13 ms).
-            table_html = cache.cached_public(
-                "round-table", (slug, request.GET.urlencode(), viewer_fingerprint(request.user),
-                                get_script_prefix()),
-                lambda: render_table(choices), round_id=round_.pk, variants=ROUND_PAGE_VARIANTS)
+            table_html = cache.cached_for(request.user, "round-table", (slug, request.GET.urlencode()),
+                                          lambda: render_table(choices), round_id=round_.pk,
+                                          variants=ROUND_PAGE_VARIANTS)
         else:
             table_html = render_table(choices)
         return render_to_string("leaderboard/round.html", {
@@ -70,7 +68,6 @@ def round_table(request: HttpRequest, slug: str) -> HttpResponse:
         return HttpResponse(render_page())
     return HttpResponse(cache.cached_public("round-page", (slug, request.GET.urlencode()), render_page,
                                             round_id=round_.pk, variants=ROUND_PAGE_VARIANTS))
-
 
 
 def round_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResponse:

@@ -1,4 +1,4 @@
-"""Figures, and the charts page's rendered parts, are kept for signed-in visitors too (chart_views.for_visitor):
+"""Figures, and the charts page's rendered parts, are kept for signed-in visitors too (leaderboard.cache.cached_for):
 under what the visitor may see beyond the public record, so a member's figure holding embargoed results of
 their organization reaches only visitors granted exactly as much, and under the addresses' prefix."""
 
