@@ -15,19 +15,16 @@ page, every round's table and charts page; anonymous, or (--signed-in) as an org
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.browse import bench_database, load_triple  # noqa: E402
-from bench.profile_api import _existing_cookie, _exists  # noqa: E402
+from bench.browse import load_triple  # noqa: E402
+from bench.profile_api import bench_site  # noqa: E402
 
 
 def main() -> None:
@@ -38,66 +35,43 @@ def main() -> None:
     parser.add_argument("--walks", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the database (a second run reuses it)")
     args = parser.parse_args()
-    database = bench_database(args.database_url)
-    with tempfile.TemporaryDirectory(prefix="podium-crawl-") as tmp:
-        os.environ.update({
-            "PODIUM_VAR_DIR": f"{tmp}/var", "DATABASE_URL": args.database_url,
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "PODIUM_THROTTLE_ANON": "100000000/minute", "PODIUM_THROTTLE_USER": "100000000/minute",
-        })
-        reuse = args.keep and _exists(database)
-        if not reuse:
-            database.recreate()
-        import django
-
-        django.setup()
+    with bench_site(args.database_url, args.results, keep=args.keep) as cookie:
         from django.core.cache import caches
         from django.core.cache.backends.locmem import LocMemCache
-        from django.core.management import call_command
-        from django.db import connections
         from django.test import Client
 
         from accounts.models import Organization
-        from bench.browse import generate
         from catalog.models import Benchmark, Round
+        from ingest.models import Result
 
-        try:
-            if reuse:
-                cookie = _existing_cookie()
-            else:
-                call_command("migrate", verbosity=0)
-                cookie = generate(args.results).cookie
-            client = Client(HTTP_COOKIE=cookie) if args.signed_in else Client()
-            rounds = list(Round.objects.values_list("slug", flat=True))
-            urls = ["/", "/benchmarks/", "/organizations/"]
-            urls += [f"/benchmarks/{key}/" for key in sorted(set(Benchmark.objects.values_list("key", flat=True)))]
-            urls += [f"/organizations/{slug}/" for slug in Organization.objects.values_list("slug", flat=True)]
-            urls += [f"/rounds/{slug}/" for slug in rounds] + [f"/rounds/{slug}/charts/" for slug in rounds]
-            backend = caches["default"]
-            local = isinstance(backend, LocMemCache)
-            room = backend._max_entries if local else None
-            print(f"{len(urls)} pages, {'signed in' if args.signed_in else 'anonymous'}; cache "
-                  f"{type(backend).__name__}{f' (at most {room} entries)' if room else ''}; {load_triple()}")
-            for walk in range(1, args.walks + 1):
-                started = time.perf_counter()
-                by_kind: dict[str, list[float]] = {}
-                for url in urls:
-                    began = time.perf_counter()
-                    response = client.get(url)
-                    assert response.status_code == 200, (url, response.status_code)
-                    by_kind.setdefault(_kind(url), []).append(time.perf_counter() - began)
-                took = time.perf_counter() - started
-                kept = backend._cache if local else {}  # LocMemCache's own dict: pickled values
-                entries = f"; {len(kept)} entries kept, {sum(map(len, kept.values())) / 1e6:.1f} MB" if local else ""
-                print(f"walk {walk}: {took:.2f} s ({took / len(urls) * 1000:.1f} ms a page){entries}; "
-                      f"{load_triple()}", flush=True)
-                print("  " + ", ".join(f"{kind} {len(times)} x {statistics.median(times) * 1000:.1f} ms"
-                                       for kind, times in by_kind.items()), flush=True)
-        finally:
-            connections.close_all()
-            if not args.keep:
-                with contextlib.suppress(Exception):
-                    database.drop()
+        client = Client(HTTP_COOKIE=cookie) if args.signed_in else Client()
+        rounds = list(Round.objects.values_list("slug", flat=True))
+        urls = ["/", "/benchmarks/", "/organizations/"]
+        urls += [f"/benchmarks/{key}/" for key in sorted(set(Benchmark.objects.values_list("key", flat=True)))]
+        # Those with a result (with few results some have none, and their page is a 404).
+        urls += [f"/organizations/{slug}/" for slug in Organization.objects.filter(
+            pk__in=Result.objects.values("organization_id")).values_list("slug", flat=True)]
+        urls += [f"/rounds/{slug}/" for slug in rounds] + [f"/rounds/{slug}/charts/" for slug in rounds]
+        backend = caches["default"]
+        local = isinstance(backend, LocMemCache)
+        room = backend._max_entries if local else None
+        print(f"{len(urls)} pages, {'signed in' if args.signed_in else 'anonymous'}; cache "
+              f"{type(backend).__name__}{f' (at most {room} entries)' if room else ''}; {load_triple()}")
+        for walk in range(1, args.walks + 1):
+            started = time.perf_counter()
+            by_kind: dict[str, list[float]] = {}
+            for url in urls:
+                began = time.perf_counter()
+                response = client.get(url)
+                assert response.status_code == 200, (url, response.status_code)
+                by_kind.setdefault(_kind(url), []).append(time.perf_counter() - began)
+            took = time.perf_counter() - started
+            kept = backend._cache if local else {}  # LocMemCache's own dict: pickled values
+            entries = f"; {len(kept)} entries kept, {sum(map(len, kept.values())) / 1e6:.1f} MB" if local else ""
+            print(f"walk {walk}: {took:.2f} s ({took / len(urls) * 1000:.1f} ms a page){entries}; "
+                  f"{load_triple()}", flush=True)
+            print("  " + ", ".join(f"{kind} {len(times)} x {statistics.median(times) * 1000:.1f} ms"
+                                   for kind, times in by_kind.items()), flush=True)
 
 
 def _kind(url: str) -> str:

@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,29 +72,8 @@ def main() -> None:
                              "its row order and filter choices")
     args = parser.parse_args()
     PATH = args.path
-    database = bench_database(args.database_url)
-    with tempfile.TemporaryDirectory(prefix="podium-profile-api-") as tmp:
-        os.environ.update(
-            {
-                "PODIUM_VAR_DIR": f"{tmp}/var",
-                "DATABASE_URL": args.database_url,
-                "DJANGO_SETTINGS_MODULE": "config.settings",
-                "PODIUM_THROTTLE_ANON": "100000000/minute",
-                "PODIUM_THROTTLE_USER": "100000000/minute",
-            }
-        )
-        reuse = args.keep and _exists(database)
-        if not reuse:
-            database.recreate()
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-        from django.db import connection, connections
-        from django.test import Client
-        from django.test.utils import CaptureQueriesContext
-
-        from bench.browse import generate
+    def prepare() -> None:
+        from django.db import connections
 
         if args.session_engine:
             from django.conf import settings
@@ -102,72 +82,62 @@ def main() -> None:
         if args.db_options:
             connections["default"].settings_dict.setdefault("OPTIONS", {}).update(json.loads(args.db_options))
 
-        try:
-            if reuse:
-                cookie = _existing_cookie()
-            else:
-                call_command("migrate", verbosity=0)
-                made = generate(args.results)
-                with connection.cursor() as cursor:
-                    if connection.vendor == "postgresql":
-                        cursor.execute("VACUUM ANALYZE")
-                cookie = made.cookie
-            client = Client(HTTP_COOKIE=cookie)
-            for _ in range(20):  # the steady state: connection open, generation, dates and count cached
-                response = client.get(PATH)
-                assert response.status_code == 200, response.status_code
-            if PATH.startswith("/api/"):
-                assert response.json()["results"], "no rows: the filter matched nothing"
-            from core.cache import bump_generation
+    with bench_site(args.database_url, args.results, keep=args.keep, prepare=prepare) as cookie:
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
 
-            before = bump_generation if args.changed else (lambda: None)
-            if args.changed_elsewhere:
-                from catalog.models import Round
+        client = Client(HTTP_COOKIE=cookie)
+        for _ in range(20):  # the steady state: connection open, generation, dates and count cached
+            response = client.get(PATH)
+            assert response.status_code == 200, response.status_code
+        if PATH.startswith("/api/"):
+            assert response.json()["results"], "no rows: the filter matched nothing"
+        from core.cache import bump_generation
 
-                oldest = Round.objects.order_by("publication_date", "pk").values_list("pk", flat=True)[0]
-                before = lambda: bump_generation(round_id=oldest)  # noqa: E731 - as the line above
+        before = bump_generation if args.changed else (lambda: None)
+        if args.changed_elsewhere:
+            from catalog.models import Round
+
+            oldest = Round.objects.order_by("publication_date", "pk").values_list("pk", flat=True)[0]
+            before = lambda: bump_generation(round_id=oldest)  # noqa: E731 - as the line above
+        before()
+        with CaptureQueriesContext(connection) as captured:
+            _whole(client)
+        print(f"{len(captured.captured_queries)} SQL queries per request:")
+        for query in captured.captured_queries:
+            print(f"  {query['time']}s  {query['sql'][:args.sql_width]}")
+        timings, cpu = [], []
+        for _ in range(args.requests):
             before()
-            with CaptureQueriesContext(connection) as captured:
-                _whole(client)
-            print(f"{len(captured.captured_queries)} SQL queries per request:")
-            for query in captured.captured_queries:
-                print(f"  {query['time']}s  {query['sql'][:args.sql_width]}")
-            timings, cpu = [], []
+            started, started_cpu = time.perf_counter(), time.process_time()
+            _whole(client)
+            cpu.append((time.process_time() - started_cpu) * 1000)
+            timings.append((time.perf_counter() - started) * 1000)
+        timings.sort()
+        # The wall time waits on PostgreSQL and on a loaded machine; this process's CPU time much less.
+        print(
+            f"{args.requests} requests: median {statistics.median(timings):.2f} ms, "
+            f"p90 {timings[int(len(timings) * 0.9)]:.2f} ms, min {timings[0]:.2f} ms; "
+            f"CPU in this process: median {statistics.median(cpu):.2f} ms; {load_triple()}",
+            flush=True,
+        )
+        if args.ab and args.db_options:
+            _alternate(client, json.loads(args.db_options), args.requests)
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.enable()
             for _ in range(args.requests):
-                before()
-                started, started_cpu = time.perf_counter(), time.process_time()
-                _whole(client)
-                cpu.append((time.process_time() - started_cpu) * 1000)
-                timings.append((time.perf_counter() - started) * 1000)
-            timings.sort()
-            # The wall time waits on PostgreSQL and on a loaded machine; this process's CPU time much less.
-            print(
-                f"{args.requests} requests: median {statistics.median(timings):.2f} ms, "
-                f"p90 {timings[int(len(timings) * 0.9)]:.2f} ms, min {timings[0]:.2f} ms; "
-                f"CPU in this process: median {statistics.median(cpu):.2f} ms; {load_triple()}",
-                flush=True,
-            )
-            if args.ab and args.db_options:
-                _alternate(client, json.loads(args.db_options), args.requests)
-            if args.profile:
-                profiler = cProfile.Profile()
-                profiler.enable()
-                for _ in range(args.requests):
-                    profiler.disable()
-                    before()
-                    profiler.enable()
-                    _whole(client)
                 profiler.disable()
-                if os.environ.get("PROFILE_DUMP"):
-                    profiler.dump_stats(os.environ["PROFILE_DUMP"])
-                stats = pstats.Stats(profiler).strip_dirs()
-                stats.sort_stats("cumulative").print_stats(args.top)
-                stats.sort_stats("tottime").print_stats(args.top)
-        finally:
-            connections.close_all()
-            if not args.keep:
-                with contextlib.suppress(Exception):
-                    database.drop()
+                before()
+                profiler.enable()
+                _whole(client)
+            profiler.disable()
+            if os.environ.get("PROFILE_DUMP"):
+                profiler.dump_stats(os.environ["PROFILE_DUMP"])
+            stats = pstats.Stats(profiler).strip_dirs()
+            stats.sort_stats("cumulative").print_stats(args.top)
+            stats.sort_stats("tottime").print_stats(args.top)
 
 
 def _whole(client: Any) -> None:
@@ -202,6 +172,53 @@ def _alternate(client: object, options: dict[str, object], requests: int) -> Non
             f"{label}: {len(wall)} requests, median {statistics.median(wall):.2f} ms, "
             f"CPU median {statistics.median(cpu):.2f} ms; {load_triple()}"
         )
+
+
+@contextlib.contextmanager
+def bench_site(database_url: str, results: int, *, keep: bool, prepare: Callable[[], None] = lambda: None,
+               ) -> Iterator[str]:
+    """Django set up on bench/browse.py's data (`results` results) in its own database, made for the bench
+    (reused with `keep` where it exists; analyzed once filled), with a scratch folder and no throttles;
+    `prepare()` runs once Django is set up, before anything is read. Yields a session cookie of the bench's
+    organization member. The database is dropped on exit unless `keep`."""
+    database = bench_database(database_url)
+    with tempfile.TemporaryDirectory(prefix="podium-bench-site-") as tmp:
+        os.environ.update(
+            {
+                "PODIUM_VAR_DIR": f"{tmp}/var",
+                "DATABASE_URL": database_url,
+                "DJANGO_SETTINGS_MODULE": "config.settings",
+                "PODIUM_THROTTLE_ANON": "100000000/minute",
+                "PODIUM_THROTTLE_USER": "100000000/minute",
+            }
+        )
+        reuse = keep and _exists(database)
+        if not reuse:
+            database.recreate()
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection, connections
+
+        from bench.browse import generate
+
+        prepare()
+        try:
+            if reuse:
+                yield _existing_cookie()
+            else:
+                call_command("migrate", verbosity=0)
+                made = generate(results)
+                with connection.cursor() as cursor:
+                    if connection.vendor == "postgresql":
+                        cursor.execute("VACUUM ANALYZE")
+                yield made.cookie
+        finally:
+            connections.close_all()
+            if not keep:
+                with contextlib.suppress(Exception):
+                    database.drop()
 
 
 def _exists(database: object) -> bool:
