@@ -165,7 +165,8 @@ CACHES: dict[str, dict[str, Any]] = {
 }
 if env_str("CACHE_URL", ""):
     CACHES["default"] = {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Django's RedisCache, but a Redis that cannot be reached is an empty cache, not a 500 on every page.
+        "BACKEND": "core.rediscache.ResilientRedisCache",
         "LOCATION": env_str("CACHE_URL", ""),
     }
 

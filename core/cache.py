@@ -18,11 +18,15 @@ charts) are keyed on the shared number and their round's (`generations`), so an 
 leaves every other round's cached pages standing. Every other change is not confined (names, badges,
 holds, dates: a round's page may show them) and moves the shared number, which every key holds.
 
+While Redis cannot be reached, reads miss and bumps are lost (core.rediscache); a process that saw that
+moves every number once the cache answers again, so nothing kept before a lost bump is served after it.
+
 No model import here: every app may call it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -30,6 +34,8 @@ from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
+
+from core.rediscache import unreachable_count
 
 KEY = "podium:results-generation"  # moved by every change
 SHARED_KEY = "podium:results-generation:shared"  # moved by every change not confined to one round
@@ -137,8 +143,19 @@ def round_generations(round_ids: list[int]) -> tuple[int, dict[int, int]]:
     return numbers[0], dict(zip(round_ids, numbers[1:], strict=True))
 
 
+# unreachable_count() when this process last invalidated everything after the cache could not be reached.
+_unreachable_seen = 0
+
+
 def _numbers(keys: list[str]) -> list[int]:
+    unreachable = unreachable_count()
     found = cache.get_many(keys)
+    if unreachable != _unreachable_seen and unreachable_count() == unreachable:
+        # The cache answers again after calls of this process found it unreachable (core.rediscache): a bump
+        # made meanwhile, here or in another process, was lost, and answers kept before it would be served
+        # again. Invalidate every kept answer, then read the numbers that moved.
+        _invalidate_after_outage(unreachable)
+        found = cache.get_many(keys)
     numbers = []
     for key in keys:
         value = found.get(key)
@@ -151,12 +168,23 @@ def _numbers(keys: list[str]) -> list[int]:
     return numbers
 
 
+def _invalidate_after_outage(unreachable: int) -> None:
+    global _unreachable_seen
+    _unreachable_seen = unreachable
+    for key in (KEY, SHARED_KEY):
+        # Not set: the next read starts it from the clock, a number never used.
+        with contextlib.suppress(ValueError):
+            cache.incr(key)
+
+
 def _bump_now(round_id: int | None = None) -> None:
     for key in (KEY, SHARED_KEY if round_id is None else ROUND_KEY.format(round_id)):
         try:
             cache.incr(key)
         except ValueError:  # not set (evicted, or never read): any new value invalidates what was cached
             _numbers([key])
+    if unreachable_count() != _unreachable_seen:  # this bump, or an earlier one, may be lost: see _numbers
+        _numbers([KEY])
     _stamp(round_id)
 
 

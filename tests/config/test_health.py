@@ -13,7 +13,7 @@ from tests.conftest import skip_or_fail
 def test_healthz_reports_database_and_embedded_broker(client: Client) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"healthy": True, "database": "ok", "broker": "embedded"}
+    assert response.json() == {"healthy": True, "database": "ok", "broker": "embedded", "cache": "embedded"}
 
 
 @pytest.mark.services
