@@ -39,6 +39,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from accounts.authentication import TokenScopeAllows
 from accounts.models import Organization
@@ -55,7 +56,7 @@ from ingest.visibility import (
     visible_runs,
     visible_systems,
 )
-from leaderboard import api_sql, cache
+from leaderboard import api_sql, cache, keyset
 from leaderboard import filters as api_filters
 from leaderboard.addresses import around_id
 
@@ -163,8 +164,20 @@ def counts_by_round(queryset: QuerySet[Any], count_key: str, round_field: str = 
     return kept, newer
 
 
+# How deep a list is read by page number: past this many rows a `next` link names a cursor (leaderboard.keyset),
+# whose page the database finds without reading the rows before it.
+KEYSET_FROM = 1000
+
+
 class CountCachedPages(Pages):
-    """Pages whose count is cached per results generation, caller's visibility and query (docs/api.md)."""
+    """Pages whose count is cached per results generation, caller's visibility and query (docs/api.md), and
+    whose `next` link past the first KEYSET_FROM rows is a cursor (`?cursor=`, leaderboard.keyset)."""
+
+    cursor_query_param = "cursor"
+    keys: list[keyset.Key] | None = None  # the list's ordering, where a cursor can follow it
+    by_cursor = False
+    last_pk: Any = None  # the id of the page's last row
+    source: QuerySet[Any] | None = None
 
     def _count_once(self, view: Any) -> None:
         key = view.count_key() if view is not None and hasattr(view, "count_key") else None
@@ -174,22 +187,89 @@ class CountCachedPages(Pages):
                 round_field=getattr(view, "count_round_field", "round_id"),
                 of_rounds=getattr(view, "counted_of_rounds", None)))
 
-    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
-        self._count_once(view)
-        return super().paginate_queryset(queryset, request, view)
-
-    def page_slice(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> QuerySet[Any]:
-        """What paginate_queryset checks and keeps (the page number, self.page), but the page's slice of
-        `queryset` unread, for a caller that reads it its own way (api_sql)."""
+    def _open(self, queryset: QuerySet[Any], request: Request, view: Any) -> None:
+        """The page the request asks for (self.page), by its number or, with `?cursor=`, after the row the
+        cursor names; its object_list unread."""
         self._count_once(view)
         self.request = request
+        self.source = queryset
+        self.keys = keyset.ordering_of(queryset)
         paginator = self.django_paginator_class(queryset, self.get_page_size(request) or self.page_size)
-        number = self.get_page_number(request, paginator)
+        token = request.query_params.get(self.cursor_query_param)
+        self.by_cursor = token is not None
+        if token is None:
+            number: Any = self.get_page_number(request, paginator)
+        else:
+            if self.keys is None:  # this list's ordering makes no cursor: this one was written by hand
+                raise NotFound("Invalid cursor.")
+            try:
+                cursor = keyset.decode(token, self.keys, queryset.model)
+            except keyset.InvalidCursor as exc:
+                raise NotFound(str(exc)) from exc
+            # Rows removed since the cursor was made leave fewer pages: its page is then the last.
+            number = max(1, min(cursor.page, paginator.num_pages))
         try:
             self.page = paginator.page(number)
         except InvalidPage as exc:
             raise NotFound(self.invalid_page_message.format(page_number=number, message=str(exc))) from exc
+        if token is not None and self.keys is not None:
+            self.page.object_list = self._after(queryset, keyset.after(self.keys, cursor.values), paginator.per_page)
+
+    @staticmethod
+    def _after(queryset: QuerySet[Any], seek: keyset.Seek, size: int) -> QuerySet[Any]:
+        """The `size` rows of `queryset` after a cursor (`seek`), in its order."""
+        if seek.tail is None:
+            return queryset.filter(seek.main)[:size]
+        # Two reads of ids, each from the ordering's index: those with the first key, then (if the page is not
+        # full) those without, which sort after them; the page is then those ids, in the list's order.
+        ids = list(queryset.filter(seek.main).values_list("pk", flat=True)[:size])
+        if len(ids) < size:
+            ids += list(queryset.filter(seek.tail).values_list("pk", flat=True)[:size - len(ids)])
+        return queryset.filter(pk__in=ids)[:size]
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
+        self._open(queryset, request, view)
+        assert self.page is not None
+        rows = list(self.page)
+        if rows:
+            last = rows[-1]
+            self.last_pk = last.get("id", last.get("pk")) if isinstance(last, dict) else last.pk
+        if self.page.paginator.num_pages > 1 and self.template is not None:
+            self.display_page_controls = True  # as PageNumberPagination does (the browsable API)
+        return rows
+
+    def page_slice(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> QuerySet[Any]:
+        """What paginate_queryset checks and keeps (the page number, self.page), but the page's slice of
+        `queryset` unread, for a caller that reads it its own way (api_sql; it sets last_pk)."""
+        self._open(queryset, request, view)
+        assert self.page is not None
         return cast(QuerySet[Any], self.page.object_list)
+
+    def get_next_link(self) -> str | None:
+        assert self.page is not None and self.request is not None
+        if not self.page.has_next():
+            return None
+        deep = self.page.number * self.page.paginator.per_page >= KEYSET_FROM
+        if self.keys is not None and self.source is not None and self.last_pk is not None and (self.by_cursor or deep):
+            names = [key.name for key in self.keys]
+            values = self.source.filter(pk=self.last_pk).values_list(*names).first()
+            if values is not None:
+                token = keyset.encode(self.keys, values, self.page.number + 1)
+                url = remove_query_param(self.request.build_absolute_uri(), self.page_query_param)
+                return replace_query_param(url, self.cursor_query_param, token)
+        link = super().get_next_link()
+        return remove_query_param(link, self.cursor_query_param) if link else link
+
+    def get_previous_link(self) -> str | None:
+        link = super().get_previous_link()
+        return remove_query_param(link, self.cursor_query_param) if link else link
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [*super().get_schema_operation_parameters(view), {
+            "name": self.cursor_query_param, "required": False, "in": "query",
+            "description": "A position in the list, from a `next` link (past the first 1,000 rows `next` "
+                           "links carry one): the page after it, found without reading the rows before it",
+            "schema": {"type": "string"}}]
 
     def envelope(self, results_json: str) -> bytes:
         """get_paginated_response's body as JSONRenderer writes it, around rows already written as JSON."""
@@ -883,8 +963,8 @@ class ResultApi(ReadApi):
         # The page's ids only: its columns (joining the round and the organization) are read by a query
         # compiled once per process (ResultRows.sql_rows).
         page = pages.page_slice(queryset.values("pk"), self.request, self)
-        rows, since = api_sql.page_json(page, self.shape.sql_rows(page.db), self.shape.sql_fields,
-                                        self.request.build_absolute_uri("/")[:-1], timezone.now())
+        rows, since, pages.last_pk = api_sql.page_json(page, self.shape.sql_rows(page.db), self.shape.sql_fields,
+                                                       self.request.build_absolute_uri("/")[:-1], timezone.now())
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
         # What _stamped writes, the latest time computed by the database (_visible_since).
         return self._cache_headers(_last_modified(response, since), etag)

@@ -86,20 +86,21 @@ PAGE = "podium_page"
 
 
 def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequence[Field], base: str,
-              now: datetime.datetime) -> tuple[str, datetime.datetime | None]:
+              now: datetime.datetime) -> tuple[str, datetime.datetime | None, int | None]:
     """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order; `rows`: the SQL
     and parameters of a values() query of every row, unfiltered, with every column `fields` read, `id`,
     `created_at` and `round__publication_date`: joined to the ids, PostgreSQL reads those rows by primary
-    key) as a JSON array, and the latest time one of them became what the caller sees (for
+    key) as a JSON array, the latest time one of them became what the caller sees (for
     Last-Modified: stored, or made public by its round's publication at or before `now`, as
-    leaderboard.api._visible_since says); None for an empty page.
+    leaderboard.api._visible_since says) and the id of the page's last row (for a cursor to the next
+    page, leaderboard.keyset); None for an empty page.
 
     One row comes back: the array joined in PostgreSQL and that date (100 rows of two dates each cost
     more to send and decode than the page's JSON)."""
     try:
         inner, inner_params = page.query.sql_with_params()
     except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
-        return "[]", None
+        return "[]", None, None
     rows_sql, rows_params = rows
     parts, params = _select(fields, base)
     published, created = 'r."round__publication_date"', 'r."created_at"'
@@ -108,14 +109,14 @@ def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequ
     # projects them), materialized once, and the rows joined in that order.
     sql = (
         f'WITH {PAGE} AS MATERIALIZED (SELECT q."pk" AS "id", row_number() OVER () AS n FROM ({inner}) q) '
-        f"SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
-        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text AS j, {PAGE}.n, '
+        f"SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since), (array_agg(p.id ORDER BY p.n DESC))[1] FROM ("
+        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text AS j, {PAGE}.n, {PAGE}."id", '
         f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
         f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN {PAGE} ON {PAGE}."id" = r."id") p'
     )
     with connections[page.db].cursor() as cursor:
         cursor.execute(sql, [*inner_params, *params, now, *rows_params])
-        joined, since = cursor.fetchone()
+        joined, since, last = cursor.fetchone()
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
     text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
-    return text, since
+    return text, since, last

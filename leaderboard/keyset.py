@@ -1,0 +1,162 @@
+"""Deep pages of the API's long lists by position, not by count: `?cursor=` (keyset pagination).
+
+Why: `?page=N` makes the database read and throw away every row before the page (OFFSET): at 20,000
+results page 150 of the results list took 38 ms against 9 ms for the first, and a client walking the
+whole list by its `next` links (the way to fetch every result) paid for every earlier row on every page,
+quadratic in the list's length; the runs list (ten a result) is ten times longer. A cursor names the last
+row a page showed (its ordering values and id); the next page is the rows after it in the same ordering, a
+condition the database meets from the ordering's index without reading what came before.
+
+A cursor is opaque to clients: base64 of JSON holding the ordering it was made for, the last row's values
+in that ordering, its id and the number of the page it leads to (for `previous` and the page count). It
+carries nothing the caller could not see on the page before; a cursor written by hand can only name a
+position, and the rows after it are still those the caller may see. A cursor for another ordering, or
+that does not decode, is refused like a page number out of range.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import decimal
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db.models import F, Field, Model, OrderBy, Q, QuerySet
+
+
+@dataclass(frozen=True)
+class Key:
+    """One column of an ordering: missing values always sort last (as leaderboard.filters orders)."""
+
+    name: str
+    descending: bool
+    nullable: bool = False
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+def ordering_of(queryset: QuerySet[Any]) -> list[Key] | None:
+    """The queryset's ordering as keys of its model's own columns, ending with the primary key; None when a
+    seek cannot follow it (an expression, a related column, missing values that may sort first)."""
+    model = queryset.model
+    keys: list[Key] = []
+    for item in queryset.query.order_by:
+        if isinstance(item, str):
+            descending = item.startswith("-")
+            name = item.lstrip("-")
+            nulls_last = False
+        elif isinstance(item, OrderBy) and isinstance(item.expression, F):
+            name, descending, nulls_last = item.expression.name, item.descending, bool(item.nulls_last)
+        else:
+            return None
+        if name == "pk":
+            name = model._meta.pk.name
+        try:
+            field = model._meta.get_field(name)
+        except FieldDoesNotExist:
+            return None
+        if getattr(field, "is_relation", False) and not getattr(field, "attname", "").endswith("_id"):
+            return None
+        if field.null and not nulls_last:  # where NULL sorts differs by database: not seekable
+            return None
+        keys.append(Key(getattr(field, "attname", name), descending, bool(field.null)))
+    if not keys or keys[-1].name != model._meta.pk.attname:
+        return None  # no total order: rows tied on every key would be skipped or repeated
+    return keys
+
+
+def _encode_value(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date | decimal.Decimal):
+        return str(value) if isinstance(value, decimal.Decimal) else value.isoformat()
+    return value
+
+
+def encode(keys: Sequence[Key], values: Sequence[Any], page: int) -> str:
+    """The cursor of the position after the row with `values` (one per key), leading to page `page`."""
+    body = {"o": [("-" if key.descending else "") + key.name for key in keys],
+            "v": [_encode_value(value) for value in values], "p": page}
+    return base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    values: list[Any]
+    page: int
+
+
+def decode(token: str, keys: Sequence[Key], model: type[Model]) -> Cursor:
+    """The position `token` names, for a list ordered by `keys`; InvalidCursor when it names none."""
+    try:
+        if len(token) > 4096:
+            raise ValueError("too long")
+        body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        names, raw, page = body["o"], body["v"], body["p"]
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidCursor("Invalid cursor.") from exc
+    if names != [("-" if key.descending else "") + key.name for key in keys]:
+        raise InvalidCursor("This cursor was made for another ordering.")
+    if not isinstance(raw, list) or len(raw) != len(keys) or not isinstance(page, int) or page < 2:
+        raise InvalidCursor("Invalid cursor.")
+    values: list[Any] = []
+    for key, value in zip(keys, raw, strict=True):
+        field = cast("Field[Any, Any]", model._meta.get_field(key.name))  # ordering_of keeps concrete fields
+        if value is None:
+            if not key.nullable:
+                raise InvalidCursor("Invalid cursor.")
+            values.append(None)
+            continue
+        if isinstance(value, bool | list | dict):
+            raise InvalidCursor("Invalid cursor.")
+        try:
+            values.append(field.to_python(value))
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise InvalidCursor("Invalid cursor.") from exc
+    return Cursor(values, page)
+
+
+@dataclass(frozen=True)
+class Seek:
+    """The rows after a cursor: those meeting `main`, then (when `tail` is not None) those meeting `tail`,
+    which all sort after every row of `main`."""
+
+    main: Q
+    tail: Q | None
+
+
+def after(keys: Sequence[Key], values: Sequence[Any]) -> Seek:
+    """Rows after the one with `values` in the ordering `keys` (missing values last; the last key, the
+    primary key, is never missing): the first key that differs decides. The first key's own bound is
+    repeated alone so that the database starts its scan of the ordering's index there: a bound with "or
+    missing" would not, so the rows missing the first key, which sort after all others, are the tail."""
+    first, start = keys[0], values[0]
+    if start is None:  # only rows missing it too may follow, in the order of the other keys
+        return Seek(Q(**{f"{first.name}__isnull": True}) & _after(keys[1:], values[1:]), None)
+    beyond = Q(**{f"{first.name}__{'lt' if first.descending else 'gt'}": start})
+    main = (Q(**{f"{first.name}__{'lte' if first.descending else 'gte'}": start})
+            & (beyond | (Q(**{first.name: start}) & _after(keys[1:], values[1:]))))
+    return Seek(main, Q(**{f"{first.name}__isnull": True}) if first.nullable else None)
+
+
+def _after(keys: Sequence[Key], values: Sequence[Any]) -> Q:
+    """Rows after `values` in `keys`, among rows equal on the keys before them (one condition)."""
+    alternatives = Q(pk__in=[])  # nothing
+    equal = Q()
+    for key, value in zip(keys, values, strict=True):
+        alternatives |= equal & _beyond(key, value)
+        equal &= Q(**{f"{key.name}__isnull": True}) if value is None else Q(**{key.name: value})
+    return alternatives
+
+
+def _beyond(key: Key, value: Any) -> Q:
+    """Rows strictly after `value` in this key alone."""
+    if value is None:
+        return Q(pk__in=[])  # missing values sort last: nothing is beyond them
+    beyond = Q(**{f"{key.name}__{'lt' if key.descending else 'gt'}": value})
+    return beyond | Q(**{f"{key.name}__isnull": True}) if key.nullable else beyond
