@@ -17,12 +17,12 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.core.cache import cache as django_cache
 from django.core.paginator import InvalidPage
 from django.core.paginator import Paginator as DjangoPaginator
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, OuterRef, QuerySet
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, OuterRef, Q, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -40,6 +40,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.utils.urls import remove_query_param, replace_query_param
+
+if TYPE_CHECKING:
+    from rest_framework.pagination import HtmlContextWithPageLinks  # in the type stubs only
 
 from accounts.authentication import TokenScopeAllows
 from accounts.models import Organization
@@ -64,7 +67,7 @@ AnyResponse = TypeVar("AnyResponse", bound=HttpResponse)
 
 DERIVED = "Derived — not an official score. "
 # Query parameters that change which rows a page shows but not how many rows the list has.
-NOT_FILTERS = frozenset({"page", "page_size", "ordering", "format"})
+NOT_FILTERS = frozenset({"page", "page_size", "ordering", "format", "cursor"})
 # Anonymous answers' bodies kept per results generation (each URL is one; a page of 100 results is ~130 KB):
 # past that many, an answer is made for each request and not kept (leaderboard.cache.room_for_variant).
 API_BODY_VARIANTS = 500
@@ -176,7 +179,9 @@ class CountCachedPages(Pages):
     cursor_query_param = "cursor"
     keys: list[keyset.Key] | None = None  # the list's ordering, where a cursor can follow it
     by_cursor = False
+    more = False  # by cursor: whether rows follow the page
     last_pk: Any = None  # the id of the page's last row
+    last_values: tuple[Any, ...] | None = None  # by cursor: the last row's values in the ordering, as read
     source: QuerySet[Any] | None = None
 
     def _count_once(self, view: Any) -> None:
@@ -213,19 +218,24 @@ class CountCachedPages(Pages):
         except InvalidPage as exc:
             raise NotFound(self.invalid_page_message.format(page_number=number, message=str(exc))) from exc
         if token is not None and self.keys is not None:
-            self.page.object_list = self._after(queryset, keyset.after(self.keys, cursor.values), paginator.per_page)
+            self.page.object_list, self.more, self.last_values = self._after(
+                queryset, self.keys, keyset.parts(self.keys, cursor.values), paginator.per_page)
 
     @staticmethod
-    def _after(queryset: QuerySet[Any], seek: keyset.Seek, size: int) -> QuerySet[Any]:
-        """The `size` rows of `queryset` after a cursor (`seek`), in its order."""
-        if seek.tail is None:
-            return queryset.filter(seek.main)[:size]
-        # Two reads of ids, each from the ordering's index: those with the first key, then (if the page is not
-        # full) those without, which sort after them; the page is then those ids, in the list's order.
-        ids = list(queryset.filter(seek.main).values_list("pk", flat=True)[:size])
-        if len(ids) < size:
-            ids += list(queryset.filter(seek.tail).values_list("pk", flat=True)[:size - len(ids)])
-        return queryset.filter(pk__in=ids)[:size]
+    def _after(queryset: QuerySet[Any], keys: list[keyset.Key], parts: list[Q],
+               size: int) -> tuple[QuerySet[Any], bool, tuple[Any, ...] | None]:
+        """The `size` rows of `queryset` after a cursor (keyset.parts: read part after part, each from its
+        place in the ordering's index, until one row more than the page is found), in the list's order;
+        whether any row follows them (decided by the rows, not by the count: rows removed or added since
+        the walk began must not end it early or send it back); and the last row's values in `keys`."""
+        found: list[tuple[Any, ...]] = []
+        for part in parts:
+            found += queryset.filter(part).values_list(*(key.name for key in keys))[:size + 1 - len(found)]
+            if len(found) > size:
+                break
+        page = found[:size]
+        ids = [row[-1] for row in page]  # the last key is the id
+        return queryset.filter(pk__in=ids)[:size], len(found) > size, page[-1] if page else None
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._open(queryset, request, view)
@@ -247,22 +257,32 @@ class CountCachedPages(Pages):
 
     def get_next_link(self) -> str | None:
         assert self.page is not None and self.request is not None
-        if not self.page.has_next():
+        if not (self.more if self.by_cursor else self.page.has_next()):
             return None
         deep = self.page.number * self.page.paginator.per_page >= KEYSET_FROM
         if self.keys is not None and self.source is not None and self.last_pk is not None and (self.by_cursor or deep):
             names = [key.name for key in self.keys]
-            values = self.source.filter(pk=self.last_pk).values_list(*names).first()
+            values = (self.last_values if self.last_values is not None and self.last_values[-1] == self.last_pk
+                      else self.source.filter(pk=self.last_pk).values_list(*names).first())
             if values is not None:
                 token = keyset.encode(self.keys, values, self.page.number + 1)
                 url = remove_query_param(self.request.build_absolute_uri(), self.page_query_param)
                 return replace_query_param(url, self.cursor_query_param, token)
+        if self.by_cursor:  # the last row just went (withdrawn): a page number would repeat rows; start over
+            return None
         link = super().get_next_link()
         return remove_query_param(link, self.cursor_query_param) if link else link
 
     def get_previous_link(self) -> str | None:
         link = super().get_previous_link()
         return remove_query_param(link, self.cursor_query_param) if link else link
+
+    def get_html_context(self) -> HtmlContextWithPageLinks:
+        """The browsable API's numbered links: by number, without the cursor (which would win over them)."""
+        context = super().get_html_context()
+        context["page_links"] = [link._replace(url=remove_query_param(link.url, self.cursor_query_param))
+                                 if link.url else link for link in context["page_links"]]
+        return context
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [*super().get_schema_operation_parameters(view), {
@@ -1061,7 +1081,10 @@ class FindingApi(ReadApi):
         return f"podium:api-count:findings:{self.sees}:{_filters_digest(self.request)}"
 
     def get_queryset(self) -> QuerySet[Finding]:
-        return visible_findings(self.request.user).select_related("result__round").order_by("result_id", "pk")
+        # Findings about a whole submission (staff only) have no result: last on every database, as a cursor
+        # past the first pages needs (leaderboard.keyset).
+        return (visible_findings(self.request.user).select_related("result__round")
+                .order_by(F("result_id").asc(nulls_last=True), "pk"))
 
     def last_modified(self, obj: Finding) -> datetime.datetime | None:
         if obj.result is None:  # only staff see findings about a whole submission

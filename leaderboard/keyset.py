@@ -46,6 +46,8 @@ def ordering_of(queryset: QuerySet[Any]) -> list[Key] | None:
     """The queryset's ordering as keys of its model's own columns, ending with the primary key; None when a
     seek cannot follow it (an expression, a related column, missing values that may sort first)."""
     model = queryset.model
+    if not queryset.query.standard_ordering:  # reversed (.reverse()): the keys' directions are not as written
+        return None
     keys: list[Key] = []
     for item in queryset.query.order_by:
         if isinstance(item, str):
@@ -62,8 +64,8 @@ def ordering_of(queryset: QuerySet[Any]) -> list[Key] | None:
             field = model._meta.get_field(name)
         except FieldDoesNotExist:
             return None
-        if getattr(field, "is_relation", False) and not getattr(field, "attname", "").endswith("_id"):
-            return None
+        if getattr(field, "is_relation", False) and name != getattr(field, "attname", None):
+            return None  # a relation named by itself sorts by the related model's ordering
         if field.null and not nulls_last:  # where NULL sorts differs by database: not seekable
             return None
         keys.append(Key(getattr(field, "attname", name), descending, bool(field.null)))
@@ -98,7 +100,7 @@ def decode(token: str, keys: Sequence[Key], model: type[Model]) -> Cursor:
             raise ValueError("too long")
         body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         names, raw, page = body["o"], body["v"], body["p"]
-    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidCursor("Invalid cursor.") from exc
     if names != [("-" if key.descending else "") + key.name for key in keys]:
         raise InvalidCursor("This cursor was made for another ordering.")
@@ -112,51 +114,47 @@ def decode(token: str, keys: Sequence[Key], model: type[Model]) -> Cursor:
                 raise InvalidCursor("Invalid cursor.")
             values.append(None)
             continue
-        if isinstance(value, bool | list | dict):
+        if isinstance(value, bool | list | dict) or (isinstance(value, str) and "\x00" in value):
             raise InvalidCursor("Invalid cursor.")
         try:
-            values.append(field.to_python(value))
-        except (ValidationError, TypeError, ValueError) as exc:
+            typed = field.to_python(value)
+        except (ValidationError, TypeError, ValueError, OverflowError) as exc:
             raise InvalidCursor("Invalid cursor.") from exc
+        if not _storable(typed):
+            raise InvalidCursor("Invalid cursor.")
+        values.append(typed)
     return Cursor(values, page)
 
 
-@dataclass(frozen=True)
-class Seek:
-    """The rows after a cursor: those meeting `main`, then (when `tail` is not None) those meeting `tail`,
-    which all sort after every row of `main`."""
-
-    main: Q
-    tail: Q | None
-
-
-def after(keys: Sequence[Key], values: Sequence[Any]) -> Seek:
-    """Rows after the one with `values` in the ordering `keys` (missing values last; the last key, the
-    primary key, is never missing): the first key that differs decides. The first key's own bound is
-    repeated alone so that the database starts its scan of the ordering's index there: a bound with "or
-    missing" would not, so the rows missing the first key, which sort after all others, are the tail."""
-    first, start = keys[0], values[0]
-    if start is None:  # only rows missing it too may follow, in the order of the other keys
-        return Seek(Q(**{f"{first.name}__isnull": True}) & _after(keys[1:], values[1:]), None)
-    beyond = Q(**{f"{first.name}__{'lt' if first.descending else 'gt'}": start})
-    main = (Q(**{f"{first.name}__{'lte' if first.descending else 'gte'}": start})
-            & (beyond | (Q(**{first.name: start}) & _after(keys[1:], values[1:]))))
-    return Seek(main, Q(**{f"{first.name}__isnull": True}) if first.nullable else None)
+def _storable(value: Any) -> bool:
+    """Whether a decoded value is one a row can hold, so that the database compares it and raises nothing:
+    a whole number within 64 bits, an aware date and time in years 2-9998 (any time zone moves it a day at
+    most), text without NUL."""
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    if isinstance(value, datetime.datetime):
+        return value.tzinfo is not None and 1 < value.year < 9999
+    return True
 
 
-def _after(keys: Sequence[Key], values: Sequence[Any]) -> Q:
-    """Rows after `values` in `keys`, among rows equal on the keys before them (one condition)."""
-    alternatives = Q(pk__in=[])  # nothing
-    equal = Q()
-    for key, value in zip(keys, values, strict=True):
-        alternatives |= equal & _beyond(key, value)
-        equal &= Q(**{f"{key.name}__isnull": True}) if value is None else Q(**{key.name: value})
-    return alternatives
-
-
-def _beyond(key: Key, value: Any) -> Q:
-    """Rows strictly after `value` in this key alone."""
-    if value is None:
-        return Q(pk__in=[])  # missing values sort last: nothing is beyond them
-    beyond = Q(**{f"{key.name}__{'lt' if key.descending else 'gt'}": value})
-    return beyond | Q(**{f"{key.name}__isnull": True}) if key.nullable else beyond
+def parts(keys: Sequence[Key], values: Sequence[Any]) -> list[Q]:
+    """The rows after the one with `values` in the ordering `keys` (missing values last; the last key, the
+    primary key, is never missing), as conditions each of which is one range of the ordering's index, in
+    the order their rows follow: those equal on every key but the id with a greater id, then those equal on
+    every key but the last two and beyond in the one before the id, ..., then those beyond in the first
+    key; under each, the rows missing that key come after those beyond it. Read one after the other until a
+    page is full, each from its place in the index: a single condition "beyond in the first key, or equal
+    there and beyond in the next, ..." makes the database read every row from the first key's bound (a
+    round of 20,000 results for the default ordering, whose first key is the round's date)."""
+    found: list[Q] = []
+    for depth in range(len(keys) - 1, -1, -1):
+        key, value = keys[depth], values[depth]
+        if value is None:
+            continue  # missing values sort last: nothing is beyond them
+        equal = Q()
+        for before, known in zip(keys[:depth], values[:depth], strict=True):
+            equal &= Q(**{f"{before.name}__isnull": True}) if known is None else Q(**{before.name: known})
+        found.append(equal & Q(**{f"{key.name}__{'lt' if key.descending else 'gt'}": value}))
+        if key.nullable:
+            found.append(equal & Q(**{f"{key.name}__isnull": True}))
+    return found

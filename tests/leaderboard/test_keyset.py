@@ -16,8 +16,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from ingest.models import Result
 from leaderboard import api, api_sql
-from tests.factories import BenchmarkFactory, ResultFactory, RoundFactory, RunFactory, SystemFactory
+from tests.factories import BenchmarkFactory, FindingFactory, ResultFactory, RoundFactory, RunFactory, SystemFactory
 from tests.people import People, make_people
 
 pytestmark = pytest.mark.django_db
@@ -51,6 +52,8 @@ def people() -> People:
                 if i == 0 and key == "resnet":
                     for position in range(3):
                         RunFactory(result=result, position=position)
+                    FindingFactory(result=result)
+                    FindingFactory(result=None, submission=result.submission)  # about the whole submission
     return made
 
 
@@ -105,10 +108,12 @@ def test_a_walk_by_next_links_gives_every_row_once_in_order(people: People, path
         assert len(by_links) == 40
 
 
-def test_runs_and_findings_lists_walk_by_cursor_too(people: People) -> None:
+@pytest.mark.parametrize(("path", "count"), [("/api/v1/runs/?page_size=1", 9), ("/api/v1/findings/?page_size=1", 6)])
+def test_runs_and_findings_lists_walk_by_cursor_too(people: People, path: str, count: int) -> None:
     client = Client()
-    by_links, cursors = walk_by_links(client, "/api/v1/runs/?page_size=1")
-    assert by_links == walk_by_numbers(client, "/api/v1/runs/?page_size=1") and len(by_links) == 6
+    client.force_login(people.staff)  # findings about a whole submission (no result) are staff's alone
+    by_links, cursors = walk_by_links(client, path)
+    assert by_links == walk_by_numbers(client, path) and len(by_links) == count
     assert cursors > 0
 
 
@@ -120,6 +125,8 @@ def test_a_cursor_s_page_is_read_without_offset_and_links_back_by_number(people:
     with CaptureQueriesContext(connection) as captured:
         body = client.get(third).json()
     assert not any("OFFSET" in query["sql"].upper() for query in captured.captured_queries)
+    # The count was kept when page 1 was read: a cursor is no filter, it counts nothing again.
+    assert not any("COUNT(" in query["sql"].upper() for query in captured.captured_queries)
     assert body["previous"].endswith("?ordering=score&page=2&page_size=4") or "page=2" in body["previous"]
     assert "cursor=" not in body["previous"]
 
@@ -145,6 +152,10 @@ GOOD = {"o": ["score", "id"], "v": [1.5, 1], "p": 3}
     token({**GOOD, "p": "3"}),
     token({"v": [1.5, 1], "p": 3}),
     "A" * 5000,
+    base64.urlsafe_b64encode(b"[" * 3000).decode(),  # nested deeper than the parser goes
+    base64.urlsafe_b64encode(json.dumps({**GOOD, "v": [1, 1]}).replace("[1, 1]", "[1" + "0" * 400 + ", 1]")
+                             .encode()).decode(),  # a number no float holds
+    token({**GOOD, "v": [1.5, 2**70]}),  # an id no column holds
 ])
 def test_a_cursor_written_by_hand_is_refused(people: People, cursor: str) -> None:
     response = Client().get(f"/api/v1/results/?ordering=score&page_size=4&cursor={cursor}")
@@ -161,6 +172,65 @@ def test_a_hand_made_cursor_names_only_a_position_among_what_the_caller_may_see(
     assert rows and set(rows) <= visible
 
 
-def test_a_cursor_past_the_rows_left_gives_the_last_page(people: People) -> None:
-    body = Client().get(f"/api/v1/results/?ordering=score&page_size=4&cursor={token({**GOOD, 'p': 999})}").json()
-    assert body["next"] is None and body["results"] is not None
+DEFAULT = ["-round_publication_date", "benchmark_key", "score", "id"]
+
+
+@pytest.mark.parametrize("values", [
+    ["0001-01-01T00:00:00+05:00", "resnet", 1.5, 1],  # a date no time zone can move within range
+    ["2026-01-01T00:00:00", "resnet", 1.5, 1],  # no time zone
+    ["2026-01-01T00:00:00+00:00", "res\u0000net", 1.5, 1],  # NUL, which PostgreSQL's text cannot hold
+    ["yesterday", "resnet", 1.5, 1],
+])
+def test_hand_made_values_the_database_would_refuse_are_refused_first(people: People, values: list) -> None:
+    cursor = token({"o": DEFAULT, "v": values, "p": 3})
+    response = Client().get(f"/api/v1/results/?page_size=4&cursor={cursor}")
+    assert response.status_code == 404 and "cursor" in response.json()["detail"].lower()
+
+
+def test_a_walk_gives_every_row_that_stays_once_while_rows_come_and_go(people: People) -> None:
+    client = Client()
+    url = "/api/v1/results/?page_size=4&ordering=score"
+    seen: list[int] = []
+    for _ in range(4):  # past the third row: the next link is a cursor
+        body = client.get(url).json()
+        seen += [row["id"] for row in body["results"]]
+        url = body["next"]
+    assert "cursor=" in url
+    before = set(walk_by_numbers(client, "/api/v1/results/?page_size=4&ordering=score"))
+    # Rows already read go (fewer pages than the cursor's number says), rows come before and after the cursor.
+    gone = seen[:6]
+    Result.objects.filter(pk__in=gone).update(is_current=False)
+    shown = Result.objects.filter(pk=seen[0]).get()
+    made = [ResultFactory(system=SystemFactory(round=shown.round, organization=shown.organization),
+                          benchmark=shown.benchmark, score=score).pk for score in (0.1, 99.0)]
+    cache.clear()
+    while url:
+        body = client.get(url).json()
+        seen += [row["id"] for row in body["results"]]
+        url = body["next"]
+    assert len(seen) == len(set(seen))  # nothing twice
+    assert before - set(gone) <= set(seen)  # nothing that stayed was skipped
+    assert made[1] in seen and made[0] not in seen  # added after the cursor: read; before it: not
+
+
+def test_a_cursor_on_the_last_row_ends_the_walk_whatever_page_it_names(people: People) -> None:
+    client = Client()
+    rows = walk_by_numbers(client, "/api/v1/results/?page_size=4&ordering=score")
+    last = Result.objects.get(pk=rows[-1])
+    for page in (2, 5, 10):
+        cursor = token({"o": ["score", "id"], "v": [last.score, last.pk], "p": page})
+        body = client.get(f"/api/v1/results/?page_size=4&ordering=score&cursor={cursor}").json()
+        assert body["results"] == [] and body["next"] is None
+    first = Result.objects.get(pk=rows[3])  # the end of page 1, with a page number far too high
+    cursor = token({"o": ["score", "id"], "v": [first.score, first.pk], "p": 10})
+    walked, _ = walk_by_links(client, f"/api/v1/results/?page_size=4&ordering=score&cursor={cursor}")
+    assert walked == rows[4:]
+
+
+def test_the_browsable_api_s_page_links_drop_the_cursor(people: People) -> None:
+    client = Client()
+    third = client.get(client.get("/api/v1/results/?page_size=4&ordering=score").json()["next"]).json()["next"]
+    assert "cursor=" in third
+    html = client.get(third.replace("http://testserver", ""), HTTP_ACCEPT="text/html").content.decode()
+    numbered = [line for line in html.splitlines() if "page=" in line and "href" in line]
+    assert numbered and not any("cursor=" in line and "page=" in line for line in numbered)
