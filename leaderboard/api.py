@@ -260,10 +260,13 @@ class CountCachedPages(Pages):
         if not (self.more if self.by_cursor else self.page.has_next()):
             return None
         deep = self.page.number * self.page.paginator.per_page >= KEYSET_FROM
-        if self.keys is not None and self.source is not None and self.last_pk is not None and (self.by_cursor or deep):
+        if self.keys is not None and self.source is not None and (self.by_cursor or deep):
             names = [key.name for key in self.keys]
-            values = (self.last_values if self.last_values is not None and self.last_values[-1] == self.last_pk
-                      else self.source.filter(pk=self.last_pk).values_list(*names).first())
+            # By cursor, the values the page was read with (a cursor needs no row to exist any more: its
+            # rows may be withdrawn meanwhile); past KEYSET_FROM by number, the page's last row's.
+            values = (self.last_values if self.by_cursor else
+                      self.source.filter(pk=self.last_pk).values_list(*names).first() if self.last_pk is not None
+                      else None)
             if values is not None:
                 token = keyset.encode(self.keys, values, self.page.number + 1)
                 url = remove_query_param(self.request.build_absolute_uri(), self.page_query_param)

@@ -114,7 +114,7 @@ def decode(token: str, keys: Sequence[Key], model: type[Model]) -> Cursor:
                 raise InvalidCursor("Invalid cursor.")
             values.append(None)
             continue
-        if isinstance(value, bool | list | dict) or (isinstance(value, str) and "\x00" in value):
+        if isinstance(value, bool | list | dict) or (isinstance(value, str) and not _text(value)):
             raise InvalidCursor("Invalid cursor.")
         try:
             typed = field.to_python(value)
@@ -124,6 +124,15 @@ def decode(token: str, keys: Sequence[Key], model: type[Model]) -> Cursor:
             raise InvalidCursor("Invalid cursor.")
         values.append(typed)
     return Cursor(values, page)
+
+
+def _text(value: str) -> bool:
+    """Text a database can be sent: UTF-8 (JSON lets a lone surrogate through) without NUL."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in value
 
 
 def _storable(value: Any) -> bool:

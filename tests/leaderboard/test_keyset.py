@@ -179,6 +179,7 @@ DEFAULT = ["-round_publication_date", "benchmark_key", "score", "id"]
     ["0001-01-01T00:00:00+05:00", "resnet", 1.5, 1],  # a date no time zone can move within range
     ["2026-01-01T00:00:00", "resnet", 1.5, 1],  # no time zone
     ["2026-01-01T00:00:00+00:00", "res\u0000net", 1.5, 1],  # NUL, which PostgreSQL's text cannot hold
+    ["2026-01-01T00:00:00+00:00", "\ud800", 1.5, 1],  # a lone surrogate: valid JSON, not UTF-8
     ["yesterday", "resnet", 1.5, 1],
 ])
 def test_hand_made_values_the_database_would_refuse_are_refused_first(people: People, values: list) -> None:
