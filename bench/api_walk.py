@@ -14,7 +14,6 @@ before cursors: at 200,000 results several minutes).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -24,18 +23,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.browse import load_triple  # noqa: E402
-from bench.profile_api import bench_site  # noqa: E402
+from bench.profile_api import bench_site, site_parser  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/podium_h20")
-    parser.add_argument("--results", type=int, default=20000)
+    parser = site_parser(__doc__)
     parser.add_argument("--ordering", default="", help="an ordering the API offers (default: the list's own)")
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--whole", action="store_true", help="also walk every page by next links")
     parser.add_argument("--numbers", action="store_true", help="with --whole, also walk every page by number")
-    parser.add_argument("--keep", action="store_true", help="keep the database (a second run reuses it)")
     args = parser.parse_args()
     with bench_site(args.database_url, args.results, keep=args.keep) as cookie:
         from django.test import Client

@@ -14,7 +14,6 @@ page, every round's table and charts page; anonymous, or (--signed-in) as an org
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -24,16 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.browse import load_triple  # noqa: E402
-from bench.profile_api import bench_site  # noqa: E402
+from bench.profile_api import bench_site, site_parser  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/podium_h20")
-    parser.add_argument("--results", type=int, default=20000)
+    parser = site_parser(__doc__)
     parser.add_argument("--signed-in", action="store_true")
     parser.add_argument("--walks", type=int, default=3)
-    parser.add_argument("--keep", action="store_true", help="keep the database (a second run reuses it)")
     args = parser.parse_args()
     with bench_site(args.database_url, args.results, keep=args.keep) as cookie:
         from django.core.cache import caches

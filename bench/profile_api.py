@@ -40,9 +40,7 @@ PATH = f"/api/v1/results/?{API_QUERY}"
 
 def main() -> None:
     global PATH
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/podium_h20")
-    parser.add_argument("--results", type=int, default=20000)
+    parser = site_parser(__doc__)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--profile", action="store_true", help="also cProfile --requests requests")
     parser.add_argument("--top", type=int, default=40)
@@ -59,7 +57,6 @@ def main() -> None:
         help="alternate blocks of 25 requests without and with --db-options (reconnecting), "
         "so that the machine's changing load falls on both alike",
     )
-    parser.add_argument("--keep", action="store_true", help="keep the database (a second run reuses it)")
     parser.add_argument("--path", default=f"/api/v1/results/?{API_QUERY}",
                         help="another page to measure the same way (e.g. the newest round's table, /rounds/bench-r09/)")
     parser.add_argument("--sql-width", type=int, default=150, help="characters of each query to print")
@@ -172,6 +169,16 @@ def _alternate(client: object, options: dict[str, object], requests: int) -> Non
             f"{label}: {len(wall)} requests, median {statistics.median(wall):.2f} ms, "
             f"CPU median {statistics.median(cpu):.2f} ms; {load_triple()}"
         )
+
+
+def site_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A bench's parser with bench_site's arguments: --database-url (the bench's own database, never a
+    real one), --results and --keep."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/podium_h20")
+    parser.add_argument("--results", type=int, default=20000)
+    parser.add_argument("--keep", action="store_true", help="keep the database (a second run reuses it)")
+    return parser
 
 
 @contextlib.contextmanager
