@@ -260,13 +260,10 @@ class CountCachedPages(Pages):
         if not (self.more if self.by_cursor else self.page.has_next()):
             return None
         deep = self.page.number * self.page.paginator.per_page >= KEYSET_FROM
-        if self.keys is not None and self.source is not None and (self.by_cursor or deep):
-            names = [key.name for key in self.keys]
+        if self.keys is not None and (self.by_cursor or deep):
             # By cursor, the values the page was read with (a cursor needs no row to exist any more: its
             # rows may be withdrawn meanwhile); past KEYSET_FROM by number, the page's last row's.
-            values = (self.last_values if self.by_cursor else
-                      self.source.filter(pk=self.last_pk).values_list(*names).first() if self.last_pk is not None
-                      else None)
+            values = self.last_values if self.by_cursor else self._values_of_last()
             if values is not None:
                 token = keyset.encode(self.keys, values, self.page.number + 1)
                 url = remove_query_param(self.request.build_absolute_uri(), self.page_query_param)
@@ -275,6 +272,12 @@ class CountCachedPages(Pages):
             return None
         link = super().get_next_link()
         return remove_query_param(link, self.cursor_query_param) if link else link
+
+    def _values_of_last(self) -> tuple[Any, ...] | None:
+        """The page's last row's values in the ordering's keys (read again: the page read only its ids)."""
+        if self.keys is None or self.source is None or self.last_pk is None:
+            return None
+        return self.source.filter(pk=self.last_pk).values_list(*(key.name for key in self.keys)).first()
 
     def get_previous_link(self) -> str | None:
         link = super().get_previous_link()

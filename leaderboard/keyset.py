@@ -74,15 +74,22 @@ def ordering_of(queryset: QuerySet[Any]) -> list[Key] | None:
     return keys
 
 
+def _names(keys: Sequence[Key]) -> list[str]:
+    """The ordering as a cursor names it, as `?ordering=` would write it."""
+    return [("-" if key.descending else "") + key.name for key in keys]
+
+
 def _encode_value(value: Any) -> Any:
-    if isinstance(value, datetime.datetime | datetime.date | decimal.Decimal):
-        return str(value) if isinstance(value, decimal.Decimal) else value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.date):  # and datetime.datetime: full precision, with its offset
+        return value.isoformat()
     return value
 
 
 def encode(keys: Sequence[Key], values: Sequence[Any], page: int) -> str:
     """The cursor of the position after the row with `values` (one per key), leading to page `page`."""
-    body = {"o": [("-" if key.descending else "") + key.name for key in keys],
+    body = {"o": _names(keys),
             "v": [_encode_value(value) for value in values], "p": page}
     return base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode().rstrip("=")
 
@@ -102,7 +109,7 @@ def decode(token: str, keys: Sequence[Key], model: type[Model]) -> Cursor:
         names, raw, page = body["o"], body["v"], body["p"]
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidCursor("Invalid cursor.") from exc
-    if names != [("-" if key.descending else "") + key.name for key in keys]:
+    if names != _names(keys):
         raise InvalidCursor("This cursor was made for another ordering.")
     if not isinstance(raw, list) or len(raw) != len(keys) or not isinstance(page, int) or page < 2:
         raise InvalidCursor("Invalid cursor.")
@@ -138,7 +145,7 @@ def _text(value: str) -> bool:
 def _storable(value: Any) -> bool:
     """Whether a decoded value is one a row can hold, so that the database compares it and raises nothing:
     a whole number within 64 bits, an aware date and time in years 2-9998 (any time zone moves it a day at
-    most), text without NUL."""
+    most). Text is checked before it is decoded (_text)."""
     if isinstance(value, int):
         return -(2**63) <= value < 2**63
     if isinstance(value, datetime.datetime):

@@ -297,6 +297,7 @@ def test_a_real_redis_that_stops_answering_and_resumes(own_redis: tuple[subproce
         assert response.status_code == 200 and b"Changed During The Outage" in response.content
         assert unreachable_count() > 0
         server.send_signal(signal.SIGCONT)
+        redis.Redis.from_url(url, socket_timeout=120).ping()  # resumed and answering, however loaded the machine
         rediscache._health.down_until = 0.0  # as RETRY_S later
         assert b"Changed During The Outage" in client.get(api).content
         assert rediscache._health.down_since is None  # it answered
