@@ -1,4 +1,12 @@
-"""GET /healthz: is this process able to serve? Used by docker-compose and load balancers."""
+"""GET /healthz: can this process serve? Used by docker-compose and load balancers.
+
+Healthy means the database answers: everything Podium shows is there, and an upload is stored there too.
+The broker and the cache are reported beside it but do not make the process unhealthy: without the cache
+every page is made for its request (core.rediscache), and an upload that cannot be queued is handed out by
+the sweeper once the broker is back (ingest.services.submissions.enqueue); every web process shares them,
+so a load balancer that took the processes out for their sake would serve nothing instead of something.
+`?strict` answers 503 when anything is failing, for monitoring that should call somebody.
+"""
 
 from __future__ import annotations
 
@@ -22,11 +30,13 @@ def _database() -> str:
 def _broker() -> str:
     if not settings.CELERY_BROKER_URL:
         return "embedded"
-    from kombu import Connection
+    from config.celery import app
 
     try:
-        with Connection(settings.CELERY_BROKER_URL, connect_timeout=2) as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
+        # The app's own connection, with its socket timeouts: a broker that accepts the connection and
+        # answers nothing must not hold this request (and a thread of the web server) forever.
+        with app.connection_for_write(settings.CELERY_BROKER_URL) as conn:
+            conn.ensure_connection(max_retries=0)
     except Exception as exc:
         return f"error: {type(exc).__name__}"
     return "ok"
@@ -45,8 +55,9 @@ def _cache() -> str:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks = {"database": _database(), "broker": _broker()}
-    healthy = all(not value.startswith("error") for value in checks.values())
-    # Reported, never unhealthy by itself: without the cache every page is still served (made for each
-    # request, core.rediscache); taking the web processes out of a load balancer would serve none.
-    return JsonResponse({"healthy": healthy, **checks, "cache": _cache()}, status=200 if healthy else 503)
+    checks = {"database": _database(), "broker": _broker(), "cache": _cache()}
+    failing = [name for name, value in checks.items() if value.startswith("error")]
+    healthy = "database" not in failing
+    answer = {"healthy": healthy, **checks, "degraded": failing}
+    serves = healthy and not (failing and "strict" in request.GET)
+    return JsonResponse(answer, status=200 if serves else 503)

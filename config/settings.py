@@ -98,6 +98,11 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # libpq waits forever by default for a server that accepts the connection and answers nothing (a stuck
+    # host, a half-open route): each request and /healthz would hold a thread of the web server until then.
+    # A URL's own ?connect_timeout= wins.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Imports write one item per transaction while pages read; WAL keeps readers from blocking.
     DATABASES["default"].setdefault("OPTIONS", {})
@@ -259,7 +264,18 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TIMEZONE = TIME_ZONE
 # With a Redis broker an unacknowledged task is redelivered after this; keep it well above the time
 # limit so a long verification is never started twice by the broker itself.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * PODIUM_VERIFY_TIME_LIMIT}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 4 * PODIUM_VERIFY_TIME_LIMIT,
+    # Without these a Redis that keeps the connection but answers nothing (stopped, a dead host behind a
+    # kept TCP session, a paused client) holds the caller forever: an upload's request, /healthz, beat's
+    # sweepers. A publish that fails is dispatched again by the sweeper (docs/operating.md, "When Redis
+    # fails"). Both are well above a healthy Redis's answer (well under a millisecond here) and its pauses.
+    "socket_connect_timeout": 0.5,
+    "socket_timeout": 1.0,
+}
+# A publish is tried again once (Celery's default: three times) so that a stuck broker costs an upload's
+# request about two socket timeouts at most; the sweeper hands out what could not be queued.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BEAT_SCHEDULE = {
     # Scratch folders, upload temp files and orphaned bundle files older than PODIUM_LITTER_MAX_AGE.
     "sweep-litter": {"task": "ingest.cleanup.sweep_litter", "schedule": 900.0},

@@ -7,16 +7,10 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import shutil
-import signal
-import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from django.core.cache import caches
 from django.test import Client, override_settings
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -28,6 +22,7 @@ from core.rediscache import RETRY_S, ResilientRedisCache, unreachable_count
 from ingest.models import Result
 from tests.conftest import skip_or_fail
 from tests.factories import ResultFactory
+from tests.redis_server import RedisServer
 
 REFUSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1: every connection is refused at once
 
@@ -249,55 +244,22 @@ def test_a_process_that_lost_a_bump_invalidates_everything_at_its_next_one(monke
     assert shared() == now
 
 
-@pytest.fixture
-def own_redis() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A redis-server of this test's own, which it may stop and resume (SIGSTOP: a Redis that accepts
-    connections and answers nothing, with its data kept, as a stuck host)."""
-    program = shutil.which("redis-server")
-    if program is None:
-        skip_or_fail("no redis-server program")
-        raise AssertionError  # not reached
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([program, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                               "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
-        for _ in range(600):  # until it listens (a loaded machine starts it slowly); not a measure of speed
-            try:
-                client.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                assert server.poll() is None, "redis-server exited"
-                threading.Event().wait(0.05)
-        else:
-            pytest.fail("redis-server did not start")
-        yield server, url
-    finally:
-        server.send_signal(signal.SIGCONT)
-        server.terminate()
-        server.wait(timeout=60)
-
-
 @pytest.mark.services
 @pytest.mark.django_db
-def test_a_real_redis_that_stops_answering_and_resumes(own_redis: tuple[subprocess.Popen[bytes], str]) -> None:
-    server, url = own_redis
+def test_a_real_redis_that_stops_answering_and_resumes(own_redis: RedisServer) -> None:
+    url = own_redis.url
     with override_settings(CACHES=redis_settings(url)):
         result = ResultFactory(system__name="Before The Outage")
         api = f"/api/v1/results/?round={result.round.slug}"
         client = Client()
         assert b"Before The Outage" in client.get(api).content
-        server.send_signal(signal.SIGSTOP)
+        own_redis.stop()
         Result.objects.filter(pk=result.pk).update(system_name="Changed During The Outage")
         core.cache._bump_now(round_id=result.round_id)  # waits SOCKET_TIMEOUT_S once, then lost
         response = client.get(api)
         assert response.status_code == 200 and b"Changed During The Outage" in response.content
         assert unreachable_count() > 0
-        server.send_signal(signal.SIGCONT)
-        redis.Redis.from_url(url, socket_timeout=120).ping()  # resumed and answering, however loaded the machine
+        own_redis.resume()
         rediscache._health.down_until = 0.0  # as RETRY_S later
         assert b"Changed During The Outage" in client.get(api).content
         assert rediscache._health.down_since is None  # it answered

@@ -1,0 +1,76 @@
+"""An upload while the broker (Redis) is stuck: the request answers, the submission is stored, and the sweeper
+hands it to the workers once the broker answers again. Without socket timeouts the request waited forever on
+the publish, holding a thread of the web server (config/settings.py, CELERY_BROKER_TRANSPORT_OPTIONS)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import signal
+from collections.abc import Iterator
+
+import pytest
+from django.utils import timezone
+
+from config.celery import app
+from ingest.models import Submission
+from ingest.services import submissions
+from tests.ingest.test_uploads import acme_bundle, api, upload  # noqa: F401  (acme_bundle: a fixture)
+from tests.redis_server import RedisServer, returns_within
+
+pytestmark = [pytest.mark.django_db, pytest.mark.services]
+
+QUEUE = "podium-broker-outage"
+
+
+@pytest.fixture
+def broker(own_redis: RedisServer, settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+    """Celery publishing to `own_redis`, with a producer pool of this test's own."""
+    previous = (app.conf.broker_url, app.conf.task_default_queue, app.conf.task_always_eager)
+    settings.CELERY_BROKER_URL = own_redis.url
+    monkeypatch.setenv("CELERY_BROKER_URL", own_redis.url)  # Celery reads it before its configuration
+    app.conf.broker_url, app.conf.task_default_queue, app.conf.task_always_eager = own_redis.url, QUEUE, False
+    forget_pools()  # a pool is made for the broker of its first use
+    try:
+        yield own_redis
+    finally:
+        own_redis.process.send_signal(signal.SIGCONT)  # resumed, if a failed test left it stopped
+        app.amqp.producer_pool.force_close_all()
+        forget_pools()
+        app.conf.broker_url, app.conf.task_default_queue, app.conf.task_always_eager = previous
+
+
+def forget_pools() -> None:
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+def queued_ids(server: RedisServer) -> list[int]:
+    """The submission ids of the verification messages waiting in the queue."""
+    ids = []
+    for raw in server.client.lrange(QUEUE, 0, -1):
+        args, _kwargs, _embed = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        ids.append(args[0])
+    return ids
+
+
+def test_an_upload_while_the_broker_is_stuck_is_stored_and_handed_out_once_it_answers(
+        people, round_open, acme_bundle, broker: RedisServer,  # noqa: F811  (the fixture imported above)
+        django_capture_on_commit_callbacks, caplog: pytest.LogCaptureFixture) -> None:
+    broker.stop()
+    with (returns_within(120, "an upload while the broker answers nothing"),
+          django_capture_on_commit_callbacks(execute=True)):
+        response = upload(api(people.alice), acme_bundle)
+    assert response.status_code == 201, response.content
+    submission = Submission.objects.get(pk=response.json()["id"])
+    assert submission.state == Submission.State.RECEIVED
+    assert f"could not enqueue submission {submission.pk}" in caplog.text  # the stuck broker was asked
+    broker.resume()
+    # The stuck publish may still land (Redis runs what was sent before it stopped): a claim makes a
+    # second delivery harmless. Whatever landed, the sweeper hands the submission out again.
+    before = queued_ids(broker).count(submission.pk)
+    Submission.objects.filter(pk=submission.pk).update(queued_at=timezone.now() - datetime.timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert submissions.submissions_sweep() == [submission.pk]
+    assert queued_ids(broker).count(submission.pk) == before + 1
