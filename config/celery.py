@@ -70,3 +70,16 @@ def _recycle_old_connections(task: object = None, **kwargs: object) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@task_prerun.connect
+def _settle_cache_outage(task: object = None, **kwargs: object) -> None:
+    """A worker that stored a change while the cache (Redis) was unreachable lost that change's bump, and
+    reads no generation until its next one: pages kept before the change would be served again once Redis
+    answers. Before each task (the sweepers run every 15-30 s) it invalidates them if it saw an outage."""
+    if getattr(getattr(task, "request", None), "is_eager", False):
+        return
+    from core.cache import settle_outage
+
+    settle_outage()
+

@@ -183,9 +183,16 @@ def _bump_now(round_id: int | None = None) -> None:
             cache.incr(key)
         except ValueError:  # not set (evicted, or never read): any new value invalidates what was cached
             _numbers([key])
-    if unreachable_count() != _unreachable_seen:  # this bump, or an earlier one, may be lost: see _numbers
-        _numbers([KEY])
+    settle_outage()  # this bump, or an earlier one, may have been lost
     _stamp(round_id)
+
+
+def settle_outage() -> None:
+    """Invalidate every kept answer if calls of this process found the cache unreachable since it last did
+    (see _numbers): a bump it made meanwhile was lost. For a process that reads no generation, such as a
+    worker between its bumps (config.celery runs this before each task); a comparison otherwise."""
+    if unreachable_count() != _unreachable_seen:
+        _numbers([KEY])
 
 
 def bump_generation(round_id: int | None = None) -> None:

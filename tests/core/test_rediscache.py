@@ -8,9 +8,11 @@ import logging
 import os
 import pickle
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from celery.signals import task_prerun
 from django.core.cache import caches
 from django.test import Client, override_settings
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -242,6 +244,35 @@ def test_a_process_that_lost_a_bump_invalidates_everything_at_its_next_one(monke
     now = shared()
     core.cache._bump_now(round_id=7)
     assert shared() == now
+
+
+@override_settings(CACHES=redis_settings("redis://127.0.0.1:6379/0"))
+def test_a_worker_that_lost_a_bump_invalidates_everything_before_its_next_task(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle worker reads no generation and makes no bump: the next task it runs (a sweeper's, every
+    15-30 s) makes good a bump it lost, though no web process saw the outage."""
+    clock = [1000.0]
+    monkeypatch.setattr(rediscache, "_clock", lambda: clock[0])
+    backend = caches["default"]
+    fake = faked(backend)
+
+    def number() -> int:  # as stored in Redis, read without the process's own reads of it
+        return pickle.loads(fake.data[backend.make_key(core.cache.KEY)])
+
+    core.cache.generations()
+    before = number()
+    fake.down = True
+    core.cache._bump_now()  # lost
+    fake.down = False
+    clock[0] += RETRY_S + 0.1
+    assert number() == before
+    task = SimpleNamespace(request=SimpleNamespace(is_eager=False))
+    task_prerun.send(sender=None, task_id="sweep", task=task, args=(), kwargs={})
+    assert number() != before
+    # Once: the next task finds nothing to make good.
+    now = number()
+    task_prerun.send(sender=None, task_id="sweep", task=task, args=(), kwargs={})
+    assert number() == now
 
 
 @pytest.mark.services
