@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -220,24 +220,33 @@ def test_with_redis_running_it_is_django_s_redis_cache() -> None:
     cache.clear()
 
 
-@override_settings(CACHES=redis_settings("redis://127.0.0.1:6379/0"))
-def test_a_process_that_lost_a_bump_invalidates_everything_at_its_next_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker reads no generation between bumps: its next bump after the outage moves every number, not
-    only its round's, since the one it lost may have been any."""
+def after_a_lost_bump(monkeypatch: pytest.MonkeyPatch, key: str, read_round: int | None = None,
+                      ) -> tuple[Callable[[], int], int]:
+    """A process that read the generation of `read_round` (all of them with None) then made a bump while
+    Redis was down (lost), and Redis answers again a retry later: a reader of `key` as stored in Redis
+    (without the process's own reads of it) and its number before the outage."""
     clock = [1000.0]
     monkeypatch.setattr(rediscache, "_clock", lambda: clock[0])
     backend = caches["default"]
     fake = faked(backend)
 
-    def shared() -> int:  # as stored in Redis, read without the process's own reads of it
-        return pickle.loads(fake.data[backend.make_key(core.cache.SHARED_KEY)])
+    def stored() -> int:
+        return pickle.loads(fake.data[backend.make_key(key)])
 
-    core.cache.generations(round_id=7)
-    before = shared()
+    core.cache.generations(round_id=read_round)
+    before = stored()
     fake.down = True
     core.cache._bump_now()  # lost
     fake.down = False
     clock[0] += RETRY_S + 0.1
+    return stored, before
+
+
+@override_settings(CACHES=redis_settings("redis://127.0.0.1:6379/0"))
+def test_a_process_that_lost_a_bump_invalidates_everything_at_its_next_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker reads no generation between bumps: its next bump after the outage moves every number, not
+    only its round's, since the one it lost may have been any."""
+    shared, before = after_a_lost_bump(monkeypatch, core.cache.SHARED_KEY, read_round=7)
     core.cache._bump_now(round_id=7)  # confined to round 7: alone it would not move the shared number
     assert shared() != before
     # Once: the next bump confined to a round leaves the shared number as it is.
@@ -251,20 +260,7 @@ def test_a_worker_that_lost_a_bump_invalidates_everything_before_its_next_task(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """An idle worker reads no generation and makes no bump: the next task it runs (a sweeper's, every
     15-30 s) makes good a bump it lost, though no web process saw the outage."""
-    clock = [1000.0]
-    monkeypatch.setattr(rediscache, "_clock", lambda: clock[0])
-    backend = caches["default"]
-    fake = faked(backend)
-
-    def number() -> int:  # as stored in Redis, read without the process's own reads of it
-        return pickle.loads(fake.data[backend.make_key(core.cache.KEY)])
-
-    core.cache.generations()
-    before = number()
-    fake.down = True
-    core.cache._bump_now()  # lost
-    fake.down = False
-    clock[0] += RETRY_S + 0.1
+    number, before = after_a_lost_bump(monkeypatch, core.cache.KEY)
     assert number() == before
     task = SimpleNamespace(request=SimpleNamespace(is_eager=False))
     task_prerun.send(sender=None, task_id="sweep", task=task, args=(), kwargs={})
