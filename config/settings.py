@@ -269,12 +269,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Without these a Redis that keeps the connection but answers nothing (stopped, a dead host behind a
     # kept TCP session, a paused client) holds the caller forever: an upload's request, /healthz, beat's
     # sweepers. A publish that fails is dispatched again by the sweeper (docs/operating.md, "When Redis
-    # fails"). Both are well above a healthy Redis's answer (well under a millisecond here) and its pauses.
+    # fails"). Both are well above a healthy Redis's answer (well under a millisecond here) and its pauses;
+    # the answer's is above a worker's BRPOP (1 s), which a channel's close reads to its end.
     "socket_connect_timeout": 0.5,
-    "socket_timeout": 1.0,
+    "socket_timeout": 2.0,
 }
 # A publish is tried again once (Celery's default: three times) so that a stuck broker costs an upload's
-# request about two socket timeouts at most; the sweeper hands out what could not be queued.
+# request a few seconds at most; the sweeper hands out what could not be queued.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BEAT_SCHEDULE = {
     # Scratch folders, upload temp files and orphaned bundle files older than PODIUM_LITTER_MAX_AGE.

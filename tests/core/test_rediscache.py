@@ -255,6 +255,7 @@ def test_a_process_that_lost_a_bump_invalidates_everything_at_its_next_one(monke
     assert shared() == now
 
 
+@pytest.mark.django_db  # task_prerun also runs config.celery's recycling of old database connections
 @override_settings(CACHES=redis_settings("redis://127.0.0.1:6379/0"))
 def test_a_worker_that_lost_a_bump_invalidates_everything_before_its_next_task(
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ import json
 import signal
 from collections.abc import Iterator
 
+import kombu.pools
 import pytest
 from django.utils import timezone
 
@@ -36,12 +37,14 @@ def broker(own_redis: RedisServer, settings, monkeypatch: pytest.MonkeyPatch) ->
         yield own_redis
     finally:
         own_redis.process.send_signal(signal.SIGCONT)  # resumed, if a failed test left it stopped
-        app.amqp.producer_pool.force_close_all()
         forget_pools()
         app.conf.broker_url, app.conf.task_default_queue, app.conf.task_always_eager = previous
 
 
 def forget_pools() -> None:
+    """Close every pool kombu keeps (process-wide, by broker address and options) and the app's references
+    to them: the next publish, here or in a later test, opens its own on the broker configured then."""
+    kombu.pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
 
@@ -59,7 +62,7 @@ def test_an_upload_while_the_broker_is_stuck_is_stored_and_handed_out_once_it_an
         people, round_open, acme_bundle, broker: RedisServer,  # noqa: F811  (the fixture imported above)
         django_capture_on_commit_callbacks, caplog: pytest.LogCaptureFixture) -> None:
     broker.stop()
-    with (returns_within(120, "an upload while the broker answers nothing"),
+    with (returns_within(60, "an upload while the broker answers nothing"),
           django_capture_on_commit_callbacks(execute=True)):
         response = upload(api(people.alice), acme_bundle)
     assert response.status_code == 201, response.content
