@@ -82,4 +82,3 @@ def _settle_cache_outage(task: object = None, **kwargs: object) -> None:
     from core.cache import settle_outage
 
     settle_outage()
-

@@ -33,10 +33,10 @@ def _broker() -> str:
     from config.celery import app
 
     try:
-        # The app's own connection, with its socket timeouts: a broker that accepts the connection and
-        # answers nothing must not hold this request (and a thread of the web server) forever.
-        # A tighter answer timeout than the publishes' (which must stay above a worker's 1 s BRPOP): the
-        # whole check must answer within a load balancer's few seconds.
+        # The app's own connection, with its socket timeouts (a broker that accepts the connection and
+        # answers nothing must not hold this request, and a thread of the web server, forever), the answer's
+        # tighter than the publishes' (which stay above a worker's 1 s BRPOP): the whole check must answer
+        # within a load balancer's few seconds.
         with app.connection_for_write(settings.CELERY_BROKER_URL, transport_options={"socket_timeout": 1.0}) as conn:
             conn.ensure_connection(max_retries=0)
     except Exception as exc:
