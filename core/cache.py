@@ -26,7 +26,9 @@ No model import here: every app may call it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import os
 import time
 
@@ -36,6 +38,8 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
 
 from core.rediscache import unreachable_count
+
+log = logging.getLogger("podium.cache")
 
 KEY = "podium:results-generation"  # moved by every change
 SHARED_KEY = "podium:results-generation:shared"  # moved by every change not confined to one round
@@ -193,6 +197,20 @@ def settle_outage() -> None:
     worker between its bumps (config.celery runs this before each task); a comparison otherwise."""
     if unreachable_count() != _unreachable_seen:
         _numbers([KEY])
+
+
+@atexit.register
+def _settle_at_exit() -> None:
+    """A one-shot process (manage.py import_results, round_phase, ...) that lost a bump exits without
+    reading a generation again, and no other process may have seen the outage: settle before it goes, or
+    say what stays stale. Registered wherever a bump can be made: bumps are made through this module."""
+    if unreachable_count() == _unreachable_seen:
+        return
+    settle_outage()
+    if unreachable_count() != _unreachable_seen:
+        log.warning("the cache could not be reached when this process changed results; pages kept before "
+                    "the change may be served until they expire (an hour) unless another process saw the "
+                    "outage")
 
 
 def bump_generation(round_id: int | None = None) -> None:

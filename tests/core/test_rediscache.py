@@ -272,6 +272,25 @@ def test_a_worker_that_lost_a_bump_invalidates_everything_before_its_next_task(
     assert number() == now
 
 
+@override_settings(CACHES=redis_settings("redis://127.0.0.1:6379/0"))
+def test_a_one_shot_process_that_lost_a_bump_settles_it_as_it_exits(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """manage.py import_results and the like exit after their changes: at exit (atexit) a lost bump is made
+    good if the cache answers by then, and said in the log if it does not."""
+    number, before = after_a_lost_bump(monkeypatch, core.cache.KEY)
+    fake = caches["default"]._cache  # the FakeRedis after_a_lost_bump set
+    fake.down = True  # still down as the process exits
+    rediscache._health.down_until = 0.0  # past the pause: it is tried
+    with caplog.at_level(logging.WARNING, logger="podium.cache"):
+        core.cache._settle_at_exit()
+    assert number() == before
+    assert "pages kept before the change may be served" in caplog.text
+    fake.down = False
+    rediscache._health.down_until = 0.0
+    core.cache._settle_at_exit()
+    assert number() != before
+
+
 @pytest.mark.services
 @pytest.mark.django_db
 def test_a_real_redis_that_stops_answering_and_resumes(own_redis: RedisServer) -> None:
