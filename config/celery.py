@@ -65,7 +65,7 @@ def _recycle_old_connections(task: object = None, **kwargs: object) -> None:
     unusable by an error, is closed, and one kept is checked before its next use (CONN_HEALTH_CHECKS).
     Celery's own fixup would close every connection instead (settings.CELERY_DB_REUSE_MAX). Not for a task
     run in-process: it runs inside the caller's request or transaction."""
-    if getattr(getattr(task, "request", None), "is_eager", False):
+    if _in_process(task):
         return
     from django.db import close_old_connections
 
@@ -77,8 +77,13 @@ def _settle_cache_outage(task: object = None, **kwargs: object) -> None:
     """A worker that stored a change while the cache (Redis) was unreachable lost that change's bump, and
     reads no generation until its next one: pages kept before the change would be served again once Redis
     answers. Before each task (the sweepers run every 15-30 s) it invalidates them if it saw an outage."""
-    if getattr(getattr(task, "request", None), "is_eager", False):
+    if _in_process(task):
         return
     from core.cache import settle_outage
 
     settle_outage()
+
+
+def _in_process(task: object) -> bool:
+    """Whether the task runs eagerly, inside its caller (no broker configured), not on a worker."""
+    return bool(getattr(getattr(task, "request", None), "is_eager", False))

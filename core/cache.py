@@ -204,10 +204,8 @@ def _settle_at_exit() -> None:
     """A one-shot process (manage.py import_results, round_phase, ...) that lost a bump exits without
     reading a generation again, and no other process may have seen the outage: settle before it goes, or
     say what stays stale. Registered wherever a bump can be made: bumps are made through this module."""
-    if unreachable_count() == _unreachable_seen:
-        return
     settle_outage()
-    if unreachable_count() != _unreachable_seen:
+    if unreachable_count() != _unreachable_seen:  # still unreachable: nothing could be settled
         log.warning("the cache could not be reached when this process changed results; pages kept before "
                     "the change may be served until they expire (an hour) unless another process saw the "
                     "outage")

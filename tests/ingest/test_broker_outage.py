@@ -71,7 +71,9 @@ def test_an_upload_while_the_broker_is_stuck_is_stored_and_handed_out_once_it_an
     assert f"could not enqueue submission {submission.pk}" in caplog.text  # the stuck broker was asked
     broker.resume()
     # The stuck publish may still land (Redis runs what was sent before it stopped): a claim makes a
-    # second delivery harmless. Whatever landed, the sweeper hands the submission out again.
+    # second delivery harmless. It has landed by now if at all: resume() waited for a reply, which Redis
+    # writes only after the pass of its event loop that ran what the stopped connections had sent. Whatever
+    # landed, the sweeper hands the submission out again.
     before = queued_ids(broker).count(submission.pk)
     Submission.objects.filter(pk=submission.pk).update(queued_at=timezone.now() - datetime.timedelta(hours=1))
     with django_capture_on_commit_callbacks(execute=True):
