@@ -101,8 +101,16 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # libpq waits forever by default for a server that accepts the connection and answers nothing (a stuck
     # host, a half-open route): each request and /healthz would hold a thread of the web server until then.
-    # A URL's own ?connect_timeout= wins.
+    # A URL's own ?connect_timeout= wins, as for the options below.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+    # A kept connection (CONN_MAX_AGE) to a host that vanished (a failover, a dead machine, a cut route) fails
+    # only when TCP gives up: ~15 minutes for a query sent to it (the kernel retransmits it), two hours for
+    # one it was already running (the first keepalive). Each such request holds its thread of the web server
+    # that long. Sent bytes unacknowledged for 10 s, or 10 s of silence and then probes unanswered, close it
+    # instead. A server process that is merely paused is not caught: its kernel still acknowledges.
+    for option, value in {"tcp_user_timeout": 10_000, "keepalives_idle": 10, "keepalives_interval": 5,
+                          "keepalives_count": 3}.items():
+        DATABASES["default"]["OPTIONS"].setdefault(option, value)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Imports write one item per transaction while pages read; WAL keeps readers from blocking.
     DATABASES["default"].setdefault("OPTIONS", {})

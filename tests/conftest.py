@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ["tests.worker", "tests.redis_server"]
+pytest_plugins = ["tests.worker", "tests.redis_server", "tests.vanishing_host"]
 
 
 def services_required() -> bool:
