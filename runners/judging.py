@@ -18,7 +18,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
@@ -26,6 +25,7 @@ from django.utils import timezone
 
 from accounts.services import audit_record
 from catalog.extensions import extension
+from core.broker import hand_off
 from core.cache import bump_generation
 from ingest import storage
 from ingest.engine import tool
@@ -53,11 +53,7 @@ class JudgingFault(RuntimeError):
 def judgement_enqueue(attempt_id: int) -> None:
     """Hand a completed attempt to the workers. If the broker is down the completion still stands: the
     attempt is committed as awaiting judgement, and the sweeper dispatches it again."""
-    try:
-        # By name, through Celery's registry: the tasks module builds on this one, not the reverse.
-        current_app.tasks[JUDGE_TASK].delay(attempt_id)
-    except Exception:  # kombu/redis errors vary by transport; none of them may fail the completion
-        log.exception("could not enqueue the judgement of attempt %s; the sweeper will retry", attempt_id)
+    hand_off(JUDGE_TASK, attempt_id, what=f"the judgement of attempt {attempt_id}")
 
 
 def _max_tries() -> int:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
@@ -32,6 +31,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import audit_record
 from catalog.models import Round
+from core.broker import hand_off
 from core.errors import BadRequest
 from ingest import storage
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
@@ -79,11 +79,7 @@ def _suffix(path: Path) -> str:
 def enqueue(submission_id: int) -> None:
     """Hand a submission to the workers. If the broker is down the upload still stands: the row is
     committed with its queued_at, and the sweeper dispatches it again once the broker is back."""
-    try:
-        # By name, through Celery's registry: the tasks module builds on this one, not the reverse.
-        current_app.tasks[VERIFY_TASK].delay(submission_id)
-    except Exception:  # kombu/redis errors vary by transport; none of them may fail the upload
-        log.exception("could not enqueue submission %s; the sweeper will retry", submission_id)
+    hand_off(VERIFY_TASK, submission_id, what=f"submission {submission_id}")
 
 
 @dataclass(frozen=True)

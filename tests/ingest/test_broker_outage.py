@@ -14,10 +14,11 @@ import kombu.pools
 import pytest
 from django.utils import timezone
 
+import core.broker
 from config.celery import app
 from ingest.models import Submission
 from ingest.services import submissions
-from tests.ingest.test_uploads import acme_bundle, api, upload  # noqa: F401  (acme_bundle: a fixture)
+from tests.ingest.test_uploads import acme_bundle, api, full_bundle, upload  # noqa: F401  (fixtures)
 from tests.redis_server import RedisServer, returns_within
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
@@ -59,8 +60,12 @@ def queued_ids(server: RedisServer) -> list[int]:
 
 
 def test_an_upload_while_the_broker_is_stuck_is_stored_and_handed_out_once_it_answers(
-        people, round_open, acme_bundle, broker: RedisServer,  # noqa: F811  (the fixture imported above)
-        django_capture_on_commit_callbacks, caplog: pytest.LogCaptureFixture) -> None:
+        people, round_open, acme_bundle, full_bundle, broker: RedisServer,  # noqa: F811  (fixtures imported above)
+        django_capture_on_commit_callbacks, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+        ) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(core.broker, "_clock", lambda: clock[0])
+    monkeypatch.setattr(core.broker, "_health", core.broker._Health())
     broker.stop()
     with (returns_within(60, "an upload while the broker answers nothing"),
           django_capture_on_commit_callbacks(execute=True)):
@@ -68,14 +73,24 @@ def test_an_upload_while_the_broker_is_stuck_is_stored_and_handed_out_once_it_an
     assert response.status_code == 201, response.content
     submission = Submission.objects.get(pk=response.json()["id"])
     assert submission.state == Submission.State.RECEIVED
-    assert f"could not enqueue submission {submission.pk}" in caplog.text  # the stuck broker was asked
+    assert f"could not enqueue submission {submission.pk}; the sweeper will retry" in caplog.text  # it was asked
+    # The next upload soon after is not asked of the stuck broker (which would hold its request seconds too).
+    with django_capture_on_commit_callbacks(execute=True):
+        second = upload(api(people.alice), full_bundle)
+    assert second.status_code == 201, second.content
+    second_id = second.json()["id"]
+    assert f"could not enqueue submission {second_id}: the broker failed and is not asked again" in caplog.text
     broker.resume()
+    clock[0] += core.broker.RETRY_S  # the sweeper's next pass is seconds later
     # The stuck publish may still land (Redis runs what was sent before it stopped): a claim makes a
     # second delivery harmless. It has landed by now if at all: resume() waited for a reply, which Redis
     # writes only after the pass of its event loop that ran what the stopped connections had sent. Whatever
     # landed, the sweeper hands the submission out again.
     before = queued_ids(broker).count(submission.pk)
-    Submission.objects.filter(pk=submission.pk).update(queued_at=timezone.now() - datetime.timedelta(hours=1))
+    waiting = sorted([submission.pk, second_id])
+    Submission.objects.filter(pk__in=waiting).update(queued_at=timezone.now() - datetime.timedelta(hours=1))
     with django_capture_on_commit_callbacks(execute=True):
-        assert submissions.submissions_sweep() == [submission.pk]
+        assert sorted(submissions.submissions_sweep()) == waiting
     assert queued_ids(broker).count(submission.pk) == before + 1
+    assert queued_ids(broker).count(second_id) == 1
+    assert "The broker answers again" in caplog.text
