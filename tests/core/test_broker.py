@@ -128,3 +128,14 @@ def test_a_publish_kept_waiting_makes_the_calls_after_it_skip_the_broker(
     assert task.published == [(2,), (1,)]
     assert "could not enqueue submission 3: the broker has kept a publish waiting for 1.5 s" in caplog.text
     assert broker.hand_off("work", 4, what="submission 4") is True  # nothing waits now: asked
+
+
+def test_a_task_name_no_worker_knows_is_logged_and_skips_nothing(
+        clock: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    task = _app(monkeypatch)
+    task.failing = False
+    with caplog.at_level(logging.ERROR, logger="podium.broker"):
+        assert broker.hand_off("no-such-task", 1, what="submission 1") is False
+    assert "no task no-such-task is registered" in caplog.text
+    assert broker.hand_off("work", 2, what="submission 2") is True  # the broker was not marked failing
+    assert task.published == [(2,)]
