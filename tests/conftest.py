@@ -1,7 +1,8 @@
 """Shared fixtures: where the real MLPerf corpus is, and whether missing services may skip.
 
-On CI (PODIUM_REQUIRE_SERVICES=1) nothing may skip for want of the corpus, PostgreSQL, Redis or a
-browser: a missing one fails the run. On a fresh machine those tests skip and say why.
+On CI (PODIUM_REQUIRE_SERVICES=1) nothing may skip for want of the corpus, PostgreSQL, Redis, a browser or
+network namespaces (tests/vanishing_host.py): a missing one fails the run. On a fresh machine those tests
+skip and say why.
 """
 
 from __future__ import annotations
