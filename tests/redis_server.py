@@ -1,5 +1,5 @@
-"""A redis-server of a test's own, which the test may stop and resume, and a guard against calls that never
-return. Loaded as a pytest plugin by tests/conftest.py: the cache's and the broker's outage tests share them.
+"""A redis-server of a test's own, which the test may stop and resume. Loaded as a pytest plugin by
+tests/conftest.py: the cache's and the broker's outage tests share it.
 
 Stopped (SIGSTOP), the server accepts connections and answers nothing, with its data kept: what a stuck or
 unreachable host does to a client that has no timeouts of its own.
@@ -7,7 +7,6 @@ unreachable host does to a client that has no timeouts of its own.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import signal
 import socket
@@ -64,33 +63,3 @@ def own_redis() -> Iterator[RedisServer]:
         process.send_signal(signal.SIGCONT)
         process.terminate()
         process.wait(timeout=60)
-
-
-class _StillWaiting(BaseException):
-    """Not an Exception: the code under test may catch every Exception (a publish that fails is logged and
-    left to the sweeper), and must not turn the guard's alarm into an ordinary failure it handles."""
-
-
-@contextlib.contextmanager
-def returns_within(seconds: float, what: str) -> Iterator[None]:
-    """Fail, instead of hanging the test run, if the block has not returned after `seconds`, even where the
-    code under test catches what the alarm raises. A detector of calls that wait forever, not a measure of
-    speed: give it many times what the call should take."""
-    fired = False
-
-    def expired(signum: int, frame: object) -> None:
-        nonlocal fired
-        fired = True
-        raise _StillWaiting
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    except _StillWaiting:
-        pass  # reported below
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    if fired:
-        pytest.fail(f"{what} had not returned after {seconds} s: it waits forever")

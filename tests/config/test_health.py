@@ -9,7 +9,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client, override_settings
 
 from tests.conftest import skip_or_fail
-from tests.redis_server import RedisServer, returns_within
+from tests.hang_guard import returns_within
+from tests.redis_server import RedisServer
 
 
 @pytest.mark.django_db

@@ -14,7 +14,7 @@ import pytest
 from django.db import OperationalError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from tests.redis_server import returns_within
+from tests.hang_guard import returns_within
 from tests.vanishing_host import VanishingHost
 
 pytestmark = [

@@ -18,8 +18,9 @@ import core.broker
 from config.celery import app
 from ingest.models import Submission
 from ingest.services import submissions
+from tests.hang_guard import returns_within
 from tests.ingest.test_uploads import acme_bundle, api, full_bundle, upload  # noqa: F401  (fixtures)
-from tests.redis_server import RedisServer, returns_within
+from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
