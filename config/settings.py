@@ -111,6 +111,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     for option, value in {"tcp_user_timeout": 10_000, "keepalives_idle": 10, "keepalives_interval": 5,
                           "keepalives_count": 3}.items():
         DATABASES["default"]["OPTIONS"].setdefault(option, value)
+# The few statements Podium marks (core.prepared: the results page's rows by id) are prepared per connection.
+# Behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21), set
+# DATABASE_PREPARED_STATEMENTS=0: they are then sent as every other statement.
+PODIUM_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Imports write one item per transaction while pages read; WAL keeps readers from blocking.
     DATABASES["default"].setdefault("OPTIONS", {})

@@ -5,10 +5,11 @@ dicts, then into JSON text cost about a quarter of the request (bench/profile_ap
 writes the same rows as JSON text in about the time it takes to send the columns, so the page is one
 string per row, joined.
 
-The page is read in two parts, in one query: the page's ids, in order (the visitor's filters and ordering,
-built by the ORM for each request), and the rows' columns for those ids (a query of every column the page
-shows, whose SQL is compiled once per process by core.compiled: building and compiling the page's query as
-a values() of ~55 columns cost each request 3.2 ms of CPU, the ids alone 1.2).
+The page is read in two statements: the page's ids, in order (the visitor's filters and ordering, built by
+the ORM for each request), then the rows' columns for those ids (a query of every column the page shows,
+whose SQL is compiled once per process by core.compiled: building and compiling the page's query as a
+values() of ~55 columns cost each request 3.2 ms of CPU, the ids alone 1.2), a statement PostgreSQL
+prepares once per connection (core.prepared).
 
 The shape comes from leaderboard.api.ResultRows (field names, their order, the links, the ISO dates);
 a test holds both paths' output equal on PostgreSQL. Numbers come out as PostgreSQL
@@ -19,6 +20,7 @@ the same value. Other databases, other time zones and other renderers take the P
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +29,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 from django.utils import timezone
+
+from core import prepared
 
 Kind = Literal["column", "iso", "link", "query_link"]
 
@@ -57,10 +61,9 @@ def _iso(column: str) -> str:
     )
 
 
-def _select(fields: Sequence[Field], base: str) -> tuple[list[str], list[str]]:
-    """The output's expressions over the page's rows (alias r), and the parameters they take, in order."""
+def _select(fields: Sequence[Field]) -> list[str]:
+    """The output's expressions over the page's rows (alias r); the links' parameters are _params's."""
     parts: list[str] = []
-    params: list[str] = []
     for field in fields:
         alias = _quoted(field.name)
         if field.kind == "column":
@@ -69,11 +72,20 @@ def _select(fields: Sequence[Field], base: str) -> tuple[list[str], list[str]]:
             parts.append(f"{_iso(field.column)} AS {alias}")
         elif field.kind == "link":
             parts.append(f"%s || r.{_quoted(field.column)} || %s AS {alias}")
-            params += [base + field.before, field.after]
         else:  # query_link
             parts.append(f"%s || r.{_quoted(field.column)} AS {alias}")
+    return parts
+
+
+def _params(fields: Sequence[Field], base: str) -> list[str]:
+    """The parameters of _select's expressions, in order: the links' text around the id."""
+    params: list[str] = []
+    for field in fields:
+        if field.kind == "link":
+            params += [base + field.before, field.after]
+        elif field.kind == "query_link":
             params.append(base + field.before)
-    return parts, params
+    return params
 
 
 def usable(queryset: QuerySet[Any]) -> bool:
@@ -81,8 +93,20 @@ def usable(queryset: QuerySet[Any]) -> bool:
     return connections[queryset.db].vendor == "postgresql" and timezone.get_current_timezone_name() == "UTC"
 
 
-# The page's ids numbered in their order: a common table expression the rows' query reads.
-PAGE = "podium_page"
+@functools.lru_cache(maxsize=16)
+def _rows_statement(rows_sql: str, fields: tuple[Field, ...]) -> str:
+    """The statement writing the rows of a list of ids (its first parameter, in order) as one JSON array; the
+    same text for every page, so that it is prepared once per connection (core.prepared)."""
+    published, created = 'r."round__publication_date"', 'r."created_at"'
+    # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes
+    # at most 50 pairs). The ids are numbered in the page's order and the rows joined in that order.
+    return (
+        "WITH podium_page AS MATERIALIZED (SELECT t.id, t.n FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(id, n)) "
+        "SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
+        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(_select(fields))}) o))::text AS j, podium_page.n, '
+        f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
+        f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN podium_page ON podium_page.id = r."id") p'
+    )
 
 
 def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequence[Field], base: str,
@@ -95,28 +119,24 @@ def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequ
     leaderboard.api._visible_since says) and the id of the page's last row (for a cursor to the next
     page, leaderboard.keyset); None for an empty page.
 
-    One row comes back: the array joined in PostgreSQL and that date (100 rows of two dates each cost
-    more to send and decode than the page's JSON)."""
+    Two statements: the page's ids (the visitor's filters and ordering, planned for their values), then the
+    rows of those ids, a statement of the same text for every page, prepared (core.prepared): parsing and
+    planning it was a third of the page's time in the database. Its answer is one row, the array joined in
+    PostgreSQL and that date (100 rows of two dates each cost more to send and decode than the page's JSON)."""
     try:
         inner, inner_params = page.query.sql_with_params()
     except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
         return "[]", None, None
+    connection = connections[page.db]
+    with connection.cursor() as cursor:
+        cursor.execute(inner, inner_params)
+        ids = [row[0] for row in cursor.fetchall()]
+    if not ids:
+        return "[]", None, None
     rows_sql, rows_params = rows
-    parts, params = _select(fields, base)
-    published, created = 'r."round__publication_date"', 'r."created_at"'
-    # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes
-    # at most 50 pairs). The ids are numbered in the page query's order (the expression around it only
-    # projects them), materialized once, and the rows joined in that order.
-    sql = (
-        f'WITH {PAGE} AS MATERIALIZED (SELECT q."pk" AS "id", row_number() OVER () AS n FROM ({inner}) q) '
-        f"SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since), (array_agg(p.id ORDER BY p.n DESC))[1] FROM ("
-        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text AS j, {PAGE}.n, {PAGE}."id", '
-        f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
-        f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN {PAGE} ON {PAGE}."id" = r."id") p'
-    )
-    with connections[page.db].cursor() as cursor:
-        cursor.execute(sql, [*inner_params, *params, now, *rows_params])
-        joined, since, last = cursor.fetchone()
+    with prepared.cursor(connection) as cursor:
+        cursor.execute(_rows_statement(rows_sql, tuple(fields)), [ids, *_params(fields, base), now, *rows_params])
+        joined, since = cursor.fetchone()
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
     text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
-    return text, since, last
+    return text, since, ids[-1]

@@ -504,8 +504,9 @@ def test_token_reads_are_throttled_per_user(world: World, monkeypatch: pytest.Mo
 # --- speed ---------------------------------------------------------------------------------------
 
 def test_the_results_list_costs_the_same_queries_for_5_and_50_rows() -> None:
-    """On a cold cache: the key's snapshot of the rounds, the page count, the page itself; with 45 more rows
-    the same queries. (Signed in, and every chart endpoint: test_query_counts.py.)"""
+    """On a cold cache: the key's snapshot of the rounds, the page count, the page itself (on PostgreSQL its
+    ids, then its rows by a prepared statement: leaderboard.api_sql); with 45 more rows the same queries.
+    (Signed in, and every chart endpoint: test_query_counts.py.)"""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -524,7 +525,7 @@ def test_the_results_list_costs_the_same_queries_for_5_and_50_rows() -> None:
     few = queries(5)
     for _ in range(45):
         ResultFactory(system=SystemFactory(round=round_), benchmark=benchmark)
-    assert queries(50) == few <= 4
+    assert queries(50) == few <= (5 if connection.vendor == "postgresql" else 4)
 
 
 @pytest.mark.parametrize("endpoint", ["rounds", "benchmarks", "organizations", "systems", "runs", "findings"])

@@ -182,3 +182,26 @@ def test_the_rows_query_is_compiled_once_for_every_page_and_ordering(rows: list[
     first, plain, gone = (r.pk for r in rows)
     # -score: missing scores last; page 3 of one: the third id; -created_at: gone (stored now) first.
     assert seen == [[first, gone], [max(first, plain, gone)], [gone, plain, first]]
+
+
+def _page_statement_runs() -> int:
+    """How many times this connection ran the prepared statement of a page's rows."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements "
+                       "WHERE statement LIKE %s", ["WITH podium_page AS MATERIALIZED%"])
+        return cursor.fetchone()[0]
+
+
+def test_the_rows_are_read_by_a_prepared_statement_and_the_same_without(rows: list[Result], settings: Any) -> None:
+    """The rows' statement (the same text for every page) is prepared: only the page's ids are planned per
+    request. Turned off (behind a pooler that cannot keep prepared statements) the page is the same."""
+    before = _page_statement_runs()
+    pages = [APIClient().get(path) for path in (LIST, "/api/v1/results/?page_size=1&page=2&ordering=-score")]
+    assert _page_statement_runs() == before + 2
+    cache.clear()
+    settings.PODIUM_PREPARED_STATEMENTS = False
+    plain = [APIClient().get(path) for path in (LIST, "/api/v1/results/?page_size=1&page=2&ordering=-score")]
+    assert _page_statement_runs() == before + 2
+    assert [page.json() for page in pages] == [page.json() for page in plain]
+    assert [row["id"] for row in pages[1].json()["results"]] == [rows[2].pk]  # 100, 2.5, None: the second
+    assert [page["Last-Modified"] for page in pages] == [page["Last-Modified"] for page in plain]
