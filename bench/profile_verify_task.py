@@ -1,7 +1,9 @@
 """Where one verification task's time goes: the task body (submission_verify) under cProfile, in-process,
-on a fresh SQLite database, with the 10-log bundle bench/upload_latency.py uploads.
+on a fresh SQLite database (or --database-url, PostgreSQL, as production runs), with the 10-log bundle
+bench/upload_latency.py uploads.
 
     .venv/bin/python bench/profile_verify_task.py [--repeat 5] [--top 40] [--sort cumulative]
+        [--database-url postgres://postgres@127.0.0.1:5432/podium_task]
 Prints the wall time of each task (the first includes what the worker would have preloaded) and the profile
 of the last ones.
 """
@@ -39,15 +41,37 @@ def main() -> None:
                              "after the first)")
     parser.add_argument("--no-spare", action="store_true",
                         help="no spare checker child forked after each task (a worker process keeps one)")
+    parser.add_argument("--queries", action="store_true",
+                        help="print the SQL statements of the last task with their times (slows it a little)")
+    parser.add_argument("--database-url", default="",
+                        help="a PostgreSQL database of the bench's own (created and dropped here; never name a "
+                             "real one), as production runs; default a fresh SQLite file")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="podium-profile-task-"))
+    database = None
+    if args.database_url:
+        from bench.browse import bench_database
+
+        database = bench_database(args.database_url)
+        database.recreate()
     os.environ.update(
         {
             "PODIUM_VAR_DIR": str(tmp / "var"),
-            "DATABASE_URL": f"sqlite:///{tmp}/p.sqlite3",
+            "DATABASE_URL": args.database_url or f"sqlite:///{tmp}/p.sqlite3",
             "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
         }
     )
+    try:
+        _profile(args, tmp)
+    finally:
+        if database is not None:
+            from django.db import connections
+
+            connections.close_all()
+            database.drop()
+
+
+def _profile(args: argparse.Namespace, tmp: Path) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
@@ -95,7 +119,8 @@ def main() -> None:
             spans.clear()
         if profiled:
             profile.enable()
-        state = submissions.submission_verify(submission_id=outcome.submission.pk)
+        with _queries_of(args.queries and i == len(made) - 1):
+            state = submissions.submission_verify(submission_id=outcome.submission.pk)
         if profiled:
             profile.disable()
         if spans is not None and i:
@@ -119,6 +144,22 @@ def main() -> None:
     if args.dump:
         profile.dump_stats(args.dump)
     pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
+
+
+@contextlib.contextmanager
+def _queries_of(wanted: bool) -> Any:
+    """With `wanted`, prints every SQL statement run inside, with its time, as the task runs them."""
+    if not wanted:
+        yield
+        return
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        yield
+    print(f"SQL statements of the last task ({len(captured.captured_queries)}; ms, the first 110 characters):")
+    for query in captured.captured_queries:
+        print(f"  {float(query['time']) * 1000:6.1f}  {(query['sql'] or '')[:110]}")
 
 
 def _timed_steps(submissions: Any) -> dict[str, float]:

@@ -182,6 +182,7 @@ class CountCachedPages(Pages):
     more = False  # by cursor: whether rows follow the page
     last_pk: Any = None  # the id of the page's last row
     last_values: tuple[Any, ...] | None = None  # by cursor: the last row's values in the ordering, as read
+    page_ids: list[Any] | None = None  # by cursor: the page's ids in the list's order, as read
     source: QuerySet[Any] | None = None
 
     def _count_once(self, view: Any) -> None:
@@ -217,25 +218,26 @@ class CountCachedPages(Pages):
             self.page = paginator.page(number)
         except InvalidPage as exc:
             raise NotFound(self.invalid_page_message.format(page_number=number, message=str(exc))) from exc
+        self.page_ids = None
         if token is not None and self.keys is not None:
-            self.page.object_list, self.more, self.last_values = self._after(
+            self.page_ids, self.more, self.last_values = self._after(
                 queryset, self.keys, keyset.parts(self.keys, cursor.values), paginator.per_page)
+            self.page.object_list = queryset.filter(pk__in=self.page_ids)[:paginator.per_page]
 
     @staticmethod
     def _after(queryset: QuerySet[Any], keys: list[keyset.Key], parts: list[Q],
-               size: int) -> tuple[QuerySet[Any], bool, tuple[Any, ...] | None]:
-        """The `size` rows of `queryset` after a cursor (keyset.parts: read part after part, each from its
-        place in the ordering's index, until one row more than the page is found), in the list's order;
-        whether any row follows them (decided by the rows, not by the count: rows removed or added since
-        the walk began must not end it early or send it back); and the last row's values in `keys`."""
+               size: int) -> tuple[list[Any], bool, tuple[Any, ...] | None]:
+        """The ids of the `size` rows of `queryset` after a cursor (keyset.parts: read part after part, each
+        from its place in the ordering's index, until one row more than the page is found), in the list's
+        order; whether any row follows them (decided by the rows, not by the count: rows removed or added
+        since the walk began must not end it early or send it back); and the last row's values in `keys`."""
         found: list[tuple[Any, ...]] = []
         for part in parts:
             found += queryset.filter(part).values_list(*(key.name for key in keys))[:size + 1 - len(found)]
             if len(found) > size:
                 break
         page = found[:size]
-        ids = [row[-1] for row in page]  # the last key is the id
-        return queryset.filter(pk__in=ids)[:size], len(found) > size, page[-1] if page else None
+        return [row[-1] for row in page], len(found) > size, page[-1] if page else None  # the last key: the id
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._open(queryset, request, view)
@@ -989,8 +991,10 @@ class ResultApi(ReadApi):
         # The page's ids only: its columns (joining the round and the organization) are read by a query
         # compiled once per process (ResultRows.sql_rows).
         page = pages.page_slice(queryset.values("pk"), self.request, self)
-        rows, since, pages.last_pk = api_sql.page_json(page, self.shape.sql_rows(page.db), self.shape.sql_fields,
-                                                       self.request.build_absolute_uri("/")[:-1], timezone.now())
+        # By cursor the ids are read already, in order: the page reads no more of them.
+        rows, since, pages.last_pk = api_sql.page_json(
+            page if pages.page_ids is None else pages.page_ids, self.shape.sql_rows(page.db),
+            self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1], timezone.now(), using=page.db)
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
         # What _stamped writes, the latest time computed by the database (_visible_since).
         return self._cache_headers(_last_modified(response, since), etag)

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -109,28 +110,22 @@ def _rows_statement(rows_sql: str, fields: tuple[Field, ...]) -> str:
     )
 
 
-def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequence[Field], base: str,
-              now: datetime.datetime) -> tuple[str, datetime.datetime | None, int | None]:
-    """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order; `rows`: the SQL
-    and parameters of a values() query of every row, unfiltered, with every column `fields` read, `id`,
-    `created_at` and `round__publication_date`: joined to the ids, PostgreSQL reads those rows by primary
-    key) as a JSON array, the latest time one of them became what the caller sees (for
-    Last-Modified: stored, or made public by its round's publication at or before `now`, as
-    leaderboard.api._visible_since says) and the id of the page's last row (for a cursor to the next
-    page, leaderboard.keyset); None for an empty page.
+def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any]], fields: Sequence[Field],
+              base: str, now: datetime.datetime, *, using: str) -> tuple[str, datetime.datetime | None, int | None]:
+    """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order, or those ids
+    where the caller has read them already (a page by cursor); `rows`: the SQL and parameters of a values()
+    query of every row, unfiltered, with every column `fields` read, `id`, `created_at` and
+    `round__publication_date`: joined to the ids, PostgreSQL reads those rows by primary key) as a JSON
+    array, the latest time one of them became what the caller sees (for Last-Modified: stored, or made
+    public by its round's publication at or before `now`, as leaderboard.api._visible_since says) and the
+    id of the page's last row (for a cursor to the next page, leaderboard.keyset); None for an empty page.
 
     Two statements: the page's ids (the visitor's filters and ordering, planned for their values), then the
     rows of those ids, a statement of the same text for every page, prepared (core.prepared): parsing and
     planning it was a third of the page's time in the database. Its answer is one row, the array joined in
     PostgreSQL and that date (100 rows of two dates each cost more to send and decode than the page's JSON)."""
-    try:
-        inner, inner_params = page.query.sql_with_params()
-    except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
-        return "[]", None, None
-    connection = connections[page.db]
-    with connection.cursor() as cursor:
-        cursor.execute(inner, inner_params)
-        ids = [row[0] for row in cursor.fetchall()]
+    connection = connections[using]
+    ids = list(page) if not isinstance(page, QuerySet) else _ids(page, connection)
     if not ids:
         return "[]", None, None
     rows_sql, rows_params = rows
@@ -140,3 +135,13 @@ def page_json(page: QuerySet[Any], rows: tuple[str, Sequence[Any]], fields: Sequ
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
     text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
     return text, since, ids[-1]
+
+
+def _ids(page: QuerySet[Any], connection: BaseDatabaseWrapper) -> list[int]:
+    try:
+        sql, params = page.query.sql_with_params()
+    except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]

@@ -131,6 +131,23 @@ def test_a_cursor_s_page_is_read_without_offset_and_links_back_by_number(people:
     assert "cursor=" not in body["previous"]
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the SQL path (leaderboard.api_sql)")
+def test_a_cursor_s_page_reads_its_ids_once(people: People) -> None:
+    """The cursor's parts read the page's ids in order: its rows are read by those ids, with no query of the
+    ids again (there was one: the ids in an IN list, filtered and sorted again)."""
+    client = Client()
+    second = client.get("/api/v1/results/?page_size=4&ordering=score").json()["next"]
+    third = client.get(second).json()["next"]
+    by_number = client.get("/api/v1/results/?page_size=4&ordering=score&page=3").json()
+    with CaptureQueriesContext(connection) as captured:
+        body = client.get(third).json()
+    assert [row["id"] for row in body["results"]] == [row["id"] for row in by_number["results"]]
+    assert len(body["results"]) == 4
+    reads = [query["sql"] for query in captured.captured_queries]
+    assert not [sql for sql in reads if sql.startswith('SELECT "ingest_result"."id" AS "pk"')], reads
+    assert sum(sql.startswith("WITH podium_page") for sql in reads) == 1, reads
+
+
 def token(body: object) -> str:
     return base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
 
