@@ -148,18 +148,31 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
 
 @contextlib.contextmanager
 def _queries_of(wanted: bool) -> Any:
-    """With `wanted`, prints every SQL statement run inside, with its time, as the task runs them."""
+    """With `wanted`, prints every SQL statement run inside with its time in the database driver and the time
+    since the previous one ended (Python between them), as the task runs them."""
     if not wanted:
         yield
         return
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
-    with CaptureQueriesContext(connection) as captured:
+    seen: list[tuple[float, float, str]] = []
+    last = [time.perf_counter()]
+
+    def timed(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            end = time.perf_counter()
+            seen.append((start - last[0], end - start, sql))
+            last[0] = end
+
+    with connection.execute_wrapper(timed):
         yield
-    print(f"SQL statements of the last task ({len(captured.captured_queries)}; ms, the first 110 characters):")
-    for query in captured.captured_queries:
-        print(f"  {float(query['time']) * 1000:6.1f}  {(query['sql'] or '')[:110]}")
+    print(f"SQL statements of the last task ({len(seen)}; ms before it in Python, ms in it, the first 90 "
+          f"characters); {sum(s[1] for s in seen) * 1000:.1f} ms in statements:")
+    for before, spent, sql in seen:
+        print(f"  {before * 1000:6.2f} {spent * 1000:6.2f}  {sql[:90]}")
 
 
 def _timed_steps(submissions: Any) -> dict[str, float]:
