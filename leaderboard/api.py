@@ -237,7 +237,10 @@ class CountCachedPages(Pages):
             if len(found) > size:
                 break
         page = found[:size]
-        return [row[-1] for row in page], len(found) > size, page[-1] if page else None  # the last key: the id
+        # The last key is the id. A row whose values changed between two parts' reads can be read twice: the
+        # page holds it once (one row fewer), and the next page starts after the last row read, losing none.
+        ids = list(dict.fromkeys(row[-1] for row in page))
+        return ids, len(found) > size, page[-1] if page else None
 
     def paginate_queryset(self, queryset: QuerySet[Any], request: Request, view: Any = None) -> list[Any] | None:
         self._open(queryset, request, view)

@@ -30,6 +30,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.utils import timezone
+from psycopg.types.numeric import Int8
 
 from core import prepared
 
@@ -130,7 +131,9 @@ def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any
         return "[]", None, None
     rows_sql, rows_params = rows
     with prepared.cursor(connection) as cursor:
-        cursor.execute(_rows_statement(rows_sql, tuple(fields)), [ids, *_params(fields, base), now, *rows_params])
+        # As bigints whatever their size: psycopg would type small ids smallint[], a statement prepared apart.
+        cursor.execute(_rows_statement(rows_sql, tuple(fields)),
+                       [[Int8(pk) for pk in ids], *_params(fields, base), now, *rows_params])
         joined, since = cursor.fetchone()
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
     text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"

@@ -36,12 +36,25 @@ def test_a_statement_is_prepared_once_and_run_with_new_values() -> None:
 
 
 @postgresql_only
-def test_djangos_own_statements_are_not_prepared() -> None:
-    _run(1)  # the connection's psycopg may now prepare: only what is asked of it
-    for _ in range(10):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT %s::integer, 'podium-plain-test'", [7])
-    assert not [row for row in _prepared_here() if "podium-plain-test" in row[0]]
+@pytest.mark.django_db(transaction=True)  # the connection is made again with other options
+@pytest.mark.parametrize("server_side_binding", [False, True])
+def test_djangos_own_statements_are_not_prepared(server_side_binding: bool) -> None:
+    """Only what is asked for: Django's statements stay unprepared, also where they are sent with their values
+    apart (server_side_binding, where psycopg would prepare a statement run often enough on its own)."""
+    options = connection.settings_dict["OPTIONS"]
+    saved = dict(options)
+    options["server_side_binding"] = server_side_binding
+    connection.close()
+    try:
+        _run(1)  # the connection's psycopg may now prepare: only what is asked of it
+        for _ in range(10):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT %s::integer, 'podium-plain-test'", [7])
+        assert not [row for row in _prepared_here() if "podium-plain-test" in row[0]]
+    finally:
+        options.clear()
+        options.update(saved)
+        connection.close()
 
 
 @postgresql_only

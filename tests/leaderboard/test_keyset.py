@@ -148,6 +148,31 @@ def test_a_cursor_s_page_reads_its_ids_once(people: People) -> None:
     assert sum(sql.startswith("WITH podium_page") for sql in reads) == 1, reads
 
 
+def test_a_row_moved_between_two_parts_reads_is_listed_once(people: People) -> None:
+    """A cursor's page is read part after part: a row whose score changes between two of those reads (here
+    the one tied with the cursor's row, moved just past it) is read twice, and listed once."""
+    client = Client()
+    first = client.get("/api/v1/results/?page_size=3&ordering=score").json()
+    cursor = first["next"].split("cursor=", 1)[1].split("&", 1)[0]
+    score, last_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))["v"]
+    tied = Result.objects.filter(score=score, pk__gt=last_id, is_current=True, round__slug__in=["ks-v1.0", "ks-v2.0"])
+    assert tied.exists()  # the cursor's first part (equal score, greater id) reads it
+    moved: list[str] = []
+
+    def move_after_the_first_part(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        done = execute(sql, params, many, context)
+        if not moved and sql.startswith('SELECT "ingest_result"."score"'):
+            moved.append(sql)
+            tied.update(score=score + 0.01)  # the next part (a greater score) reads it again
+        return done
+
+    with connection.execute_wrapper(move_after_the_first_part):
+        body = client.get(first["next"]).json()
+    assert moved
+    ids = [row["id"] for row in body["results"]]
+    assert len(ids) == len(set(ids)), ids
+
+
 def token(body: object) -> str:
     return base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
 
