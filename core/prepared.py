@@ -19,6 +19,7 @@ Django's own cursor.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -26,13 +27,33 @@ from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]  # psycopg 3 only
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from psycopg import errors, pq
+
+log = logging.getLogger("podium.database")
+
+# Set when the server lost a statement prepared on this connection, or had one of the name already: a
+# pooler between Podium and PostgreSQL that hands each transaction another server connection (PgBouncer in
+# transaction mode before 1.21), or a DISCARD/DEALLOCATE of someone else's. psycopg still takes the
+# statement for prepared and would fail on every run: from then on this process prepares nothing.
+_refused = False
 
 
 class _Preparing(ServerBindingCursor):
     """Values sent apart from the statement (server-side binding), which is prepared on its first run."""
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        return super().execute(query, params, prepare=True)
+        global _refused
+        if _refused:
+            return super().execute(query, params, prepare=False)
+        try:
+            return super().execute(query, params, prepare=True)
+        except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement) as exc:
+            _refused = True
+            log.warning("PostgreSQL lost or refused a prepared statement (%s): this process prepares none any "
+                        "more. Behind a pooler that cannot keep them, set DATABASE_PREPARED_STATEMENTS=0.", exc)
+            if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                raise  # inside a transaction, which the error ended: the caller's to handle
+            return super().execute(query, params, prepare=False)
 
 
 # A statement run this many times is never prepared by psycopg on its own: only those asked for are.
@@ -41,7 +62,7 @@ _NEVER_ON_ITS_OWN = sys.maxsize
 
 def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     """A cursor of `connection` whose statements are prepared (PostgreSQL, unless turned off), else a plain one."""
-    if connection.vendor != "postgresql" or not settings.PODIUM_PREPARED_STATEMENTS:
+    if connection.vendor != "postgresql" or not settings.PODIUM_PREPARED_STATEMENTS or _refused:
         return connection.cursor()
     # As Django's own connection.cursor() (health check, connecting, the thread's ownership), with
     # another psycopg cursor inside.

@@ -3,8 +3,11 @@ their values, errors as Django's, and a plain cursor where turned off or on anot
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
-from django.db import DataError, connection
+from django.db import DataError, ProgrammingError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from core import prepared
@@ -84,6 +87,49 @@ def test_turned_off_it_is_sent_as_any_other(settings: pytest.FixtureRequest) -> 
     settings.PODIUM_PREPARED_STATEMENTS = False  # type: ignore[attr-defined]
     assert [_run(value) for value in (1, 2, 3)] == [2, 3, 4]
     assert not [row for row in _prepared_here() if "podium-prepared-test" in row[0]]
+
+
+@pytest.fixture
+def refusals(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A process that has prepared statements yet, restored after the test; the connection, whose psycopg
+    still takes the statement the test deallocated for prepared, is closed (tests using it are transactional)."""
+    monkeypatch.setattr(prepared, "_refused", False)
+    yield
+    connection.close()
+
+
+def _deallocate_ours() -> None:
+    """What a pooler handing out another server connection amounts to: the statement gone behind psycopg's
+    back (psycopg still takes it for prepared)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE statement LIKE %s",
+                       ["%podium-prepared-test%"])
+        for (name,) in cursor.fetchall():
+            cursor.execute(f'DEALLOCATE "{name}"')
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as Django's requests run
+def test_a_statement_the_server_lost_is_run_unprepared_from_then_on(refusals: None,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    assert [_run(value) for value in (1, 2)] == [2, 3]
+    _deallocate_ours()
+    with caplog.at_level(logging.WARNING, logger="podium.database"):
+        assert [_run(value) for value in (3, 4)] == [4, 5]  # psycopg alone: "prepared statement does not exist"
+    assert prepared._refused
+    assert [r.message for r in caplog.records if "DATABASE_PREPARED_STATEMENTS=0" in r.message]
+    assert not [row for row in _prepared_here() if "podium-prepared-test" in row[0]]  # none prepared again
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_the_error_is_the_caller_s_and_nothing_is_prepared_after(refusals: None) -> None:
+    _run(1)
+    _deallocate_ours()
+    with pytest.raises(ProgrammingError), transaction.atomic():
+        _run(2)  # the transaction is aborted: no statement can run in it any more
+    assert prepared._refused
+    assert _run(5) == 6
 
 
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="the other databases' path")
