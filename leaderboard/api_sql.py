@@ -63,9 +63,14 @@ def _iso(column: str) -> str:
     )
 
 
-def _select(fields: Sequence[Field]) -> list[str]:
-    """The output's expressions over the page's rows (alias r); the links' parameters are _params's."""
+# A parameter of the page's statement: a link's text around a row's id, after the site's base where True.
+Slot = tuple[bool, str]
+
+
+def _select(fields: Sequence[Field]) -> tuple[list[str], list[Slot]]:
+    """The output's expressions over the page's rows (alias r), and the parameters they take, in order."""
     parts: list[str] = []
+    slots: list[Slot] = []
     for field in fields:
         alias = _quoted(field.name)
         if field.kind == "column":
@@ -74,20 +79,11 @@ def _select(fields: Sequence[Field]) -> list[str]:
             parts.append(f"{_iso(field.column)} AS {alias}")
         elif field.kind == "link":
             parts.append(f"%s || r.{_quoted(field.column)} || %s AS {alias}")
+            slots += [(True, field.before), (False, field.after)]
         else:  # query_link
             parts.append(f"%s || r.{_quoted(field.column)} AS {alias}")
-    return parts
-
-
-def _params(fields: Sequence[Field], base: str) -> list[str]:
-    """The parameters of _select's expressions, in order: the links' text around the id."""
-    params: list[str] = []
-    for field in fields:
-        if field.kind == "link":
-            params += [base + field.before, field.after]
-        elif field.kind == "query_link":
-            params.append(base + field.before)
-    return params
+            slots.append((True, field.before))
+    return parts, slots
 
 
 def usable(queryset: QuerySet[Any]) -> bool:
@@ -96,19 +92,21 @@ def usable(queryset: QuerySet[Any]) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _rows_statement(rows_sql: str, fields: tuple[Field, ...]) -> str:
-    """The statement writing the rows of a list of ids (its first parameter, in order) as one JSON array; the
-    same text for every page, so that it is prepared once per connection (core.prepared)."""
+def _rows_statement(rows_sql: str, fields: tuple[Field, ...]) -> tuple[str, tuple[Slot, ...]]:
+    """The statement writing the rows of a list of ids (its first parameter, in order) as one JSON array, and
+    its links' parameters; the same text for every page, so that it is prepared once per connection
+    (core.prepared)."""
+    parts, slots = _select(fields)
     published, created = 'r."round__publication_date"', 'r."created_at"'
     # The composite from a scalar subquery keeps the keys in the fields' order (json_build_object takes
     # at most 50 pairs). The ids are numbered in the page's order and the rows joined in that order.
     return (
         "WITH podium_page AS MATERIALIZED (SELECT t.id, t.n FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(id, n)) "
         "SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
-        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(_select(fields))}) o))::text AS j, podium_page.n, '
+        f'SELECT row_to_json((SELECT o FROM (SELECT {", ".join(parts)}) o))::text AS j, podium_page.n, '
         f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
         f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN podium_page ON podium_page.id = r."id") p'
-    )
+    ), tuple(slots)
 
 
 def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any]], fields: Sequence[Field],
@@ -130,10 +128,11 @@ def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any
     if not ids:
         return "[]", None, None
     rows_sql, rows_params = rows
+    statement, slots = _rows_statement(rows_sql, tuple(fields))
+    links = [base + text if after_base else text for after_base, text in slots]
     with prepared.cursor(connection) as cursor:
         # As bigints whatever their size: psycopg would type small ids smallint[], a statement prepared apart.
-        cursor.execute(_rows_statement(rows_sql, tuple(fields)),
-                       [[Int8(pk) for pk in ids], *_params(fields, base), now, *rows_params])
+        cursor.execute(statement, [[Int8(pk) for pk in ids], *links, now, *rows_params])
         joined, since = cursor.fetchone()
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
     text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
