@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import DataError, ProgrammingError, connection, transaction
@@ -83,8 +84,8 @@ def test_logged_with_its_values_and_errors_are_djangos() -> None:
 
 
 @postgresql_only
-def test_turned_off_it_is_sent_as_any_other(settings: pytest.FixtureRequest) -> None:
-    settings.PODIUM_PREPARED_STATEMENTS = False  # type: ignore[attr-defined]
+def test_turned_off_it_is_sent_as_any_other(settings: Any) -> None:
+    settings.PODIUM_PREPARED_STATEMENTS = False
     assert [_run(value) for value in (1, 2, 3)] == [2, 3, 4]
     assert not [row for row in _prepared_here() if "podium-prepared-test" in row[0]]
 
