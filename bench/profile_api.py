@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.browse import API_QUERY, bench_database, load_triple  # noqa: E402
+from bench.gc_pauses import GcPauses  # noqa: E402
 
 PATH = f"/api/v1/results/?{API_QUERY}"
 
@@ -60,6 +61,9 @@ def main() -> None:
     parser.add_argument("--path", default=f"/api/v1/results/?{API_QUERY}",
                         help="another page to measure the same way (e.g. the newest round's table, /rounds/bench-r09/)")
     parser.add_argument("--sql-width", type=int, default=150, help="characters of each query to print")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave what the process built at start to the garbage collector (a web process "
+                             "freezes it: config/wsgi.py, core.warmup.heap_freeze), to compare")
     parser.add_argument("--changed", action="store_true",
                         help="each request the first after a change of the data (the results generation moved "
                              "before it, untimed), as bench/browse.py's 'changed' mode")
@@ -98,6 +102,10 @@ def main() -> None:
 
             oldest = Round.objects.order_by("publication_date", "pk").values_list("pk", flat=True)[0]
             before = lambda: bump_generation(round_id=oldest)  # noqa: E731 - as the line above
+        if not args.no_freeze:
+            from core.warmup import heap_freeze
+
+            heap_freeze(collect=True)  # as config/wsgi.py does once the application is loaded
         before()
         with CaptureQueriesContext(connection) as captured:
             _whole(client)
@@ -105,20 +113,22 @@ def main() -> None:
         for query in captured.captured_queries:
             print(f"  {query['time']}s  {query['sql'][:args.sql_width]}")
         timings, cpu = [], []
+        pauses = GcPauses()
         for _ in range(args.requests):
             before()
             started, started_cpu = time.perf_counter(), time.process_time()
             _whole(client)
             cpu.append((time.process_time() - started_cpu) * 1000)
             timings.append((time.perf_counter() - started) * 1000)
+        pauses.stop()
         timings.sort()
         # The wall time waits on PostgreSQL and on a loaded machine; this process's CPU time much less.
         print(
             f"{args.requests} requests: median {statistics.median(timings):.2f} ms, "
-            f"p90 {timings[int(len(timings) * 0.9)]:.2f} ms, min {timings[0]:.2f} ms; "
+            f"p90 {timings[int(len(timings) * 0.9)]:.2f} ms, min {timings[0]:.2f} ms, max {timings[-1]:.2f} ms; "
             f"CPU in this process: median {statistics.median(cpu):.2f} ms; {load_triple()}",
-            flush=True,
         )
+        print(pauses.summary(f"the {args.requests} requests"), flush=True)
         if args.ab and args.db_options:
             _alternate(client, json.loads(args.db_options), args.requests)
         if args.profile:

@@ -4,8 +4,8 @@ bench/upload_latency.py uploads.
 
     .venv/bin/python bench/profile_verify_task.py [--repeat 5] [--top 40] [--sort cumulative]
         [--database-url postgres://postgres@127.0.0.1:5432/podium_task]
-Prints the wall time of each task (the first includes what the worker would have preloaded) and the profile
-of the last ones.
+Prints the wall time of each task (the first includes what the worker would have preloaded), the garbage
+collector's pauses during them and the profile of the last ones.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.gc_pauses import GcPauses  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -41,6 +43,9 @@ def main() -> None:
                              "after the first)")
     parser.add_argument("--no-spare", action="store_true",
                         help="no spare checker child forked after each task (a worker process keeps one)")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="leave the preloaded heap to the garbage collector (a worker freezes it: "
+                             "core.warmup.heap_freeze), to compare")
     parser.add_argument("--queries", action="store_true",
                         help="print the SQL statements of the last task with their times (slows it a little)")
     parser.add_argument("--database-url", default="",
@@ -91,6 +96,10 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
     from ingest.services import submissions
 
     tool.preload()  # as the worker does before it forks
+    if not args.no_freeze:
+        from core.warmup import heap_freeze
+
+        heap_freeze(collect=True)  # as the worker does last before it forks
     if not args.no_spare:
         tool.enable_spares()  # as each worker process does (config/celery.py)
     submissions.enqueue = lambda submission_id: None  # the task is called here, not through the broker
@@ -105,6 +114,7 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
 
     ahead_bytes = verify._RcpAhead.MAX_BYTES
     by_mode: dict[str, list[float]] = {"RCP check ahead": [], "RCP check in its turn": []}
+    pauses = GcPauses()
     for i, data in enumerate(made):
         if args.ab_rcp_ahead:
             verify._RcpAhead.MAX_BYTES = ahead_bytes if i % 2 else 0
@@ -130,7 +140,9 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
         assert state == "verified", state
         if args.ab_rcp_ahead and i:
             by_mode["RCP check ahead" if i % 2 else "RCP check in its turn"].append(times[-1])
+    pauses.stop()
     print("task wall times (s): " + " ".join(f"{t:.3f}" for t in times) + f"; load {os.getloadavg()[0]:.2f}")
+    print(pauses.summary(f"the {len(times)} tasks (this process; its checker children not counted)"))
     if args.ab_rcp_ahead:
         for mode, values in by_mode.items():
             print(f"  {mode:<24} median {statistics.median(values) * 1000:7.1f} ms over {len(values)} tasks")
