@@ -43,6 +43,8 @@ def main() -> None:
                              "after the first)")
     parser.add_argument("--no-spare", action="store_true",
                         help="no spare checker child forked after each task (a worker process keeps one)")
+    parser.add_argument("--item", type=Path, default=None,
+                        help="an item of a results tree instead of the demo's (as bench/upload_latency.py --item)")
     parser.add_argument("--no-freeze", action="store_true",
                         help="leave the preloaded heap to the garbage collector (a worker freezes it: "
                              "core.warmup.heap_freeze), to compare")
@@ -87,7 +89,8 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import upload_latency
 
-    setup_globals: dict = {}
+    item = args.item.resolve() if args.item else None
+    setup_globals: dict = {"ORG_NAME": item.parents[2].name.replace("_", " ") if item else "Larkspur Compute"}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(upload_latency.SETUP, setup_globals)  # the bench's own setup code
     from accounts.models import Organization
@@ -104,8 +107,8 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
         tool.enable_spares()  # as each worker process does (config/celery.py)
     submissions.enqueue = lambda submission_id: None  # the task is called here, not through the broker
     user = setup_globals["user"]
-    org, round_ = Organization.objects.get(slug="larkspur-compute"), Round.objects.get(slug="bench-v4.0")
-    made = upload_latency.bundles(args.repeat, tmp)
+    org, round_ = Organization.objects.get(slug="bench-submitter"), Round.objects.get(slug="bench-v4.0")
+    made = upload_latency.bundles(args.repeat, tmp, item)
     profile = cProfile.Profile()
     spans = _timed_steps(submissions) if args.spans else None
     times = []

@@ -21,7 +21,7 @@ the time goes (the upload request, the task in the worker from its INFO log line
 hand-off, noticing the verdict) and the throughput, with the load average.
 
     .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
-        [--poll-ms 0]
+        [--poll-ms 0] [--item ../shared/mlperf/training_results_v4.0/NVIDIA/results/eos_ngc23.04_pytorch/bert]
     (needs Redis: CELERY_BROKER_URL, default redis://127.0.0.1:6379/0)
 """
 
@@ -63,8 +63,8 @@ from accounts.services import api_token_issue, membership_add
 from accounts.models import Organization
 from catalog.services import round_create
 user = get_user_model().objects.create_user("bench", password="bench-password-123")
-# Named as the demo bundles name their submitter: the submitter is who uploads (ingest/submitters.py).
-org = Organization.objects.create(name="Larkspur Compute", slug="larkspur-compute")
+# Named as the bundles name their submitter: the submitter is who uploads (ingest/submitters.py).
+org = Organization.objects.create(name=ORG_NAME, slug="bench-submitter")
 membership_add(user=user, organization=org, role=Membership.Role.SUBMITTER)
 now = timezone.now()
 round_create(slug="bench-v4.0", name="Bench round", ruleset="4.0.0",
@@ -152,15 +152,30 @@ def wait_for_worker(broker: str, queue: str, timeout: float = 120) -> float:
     raise TimeoutError(f"no worker answered within {timeout} s (queue {queue})")
 
 
-def bundles(count: int, workdir: Path) -> list[bytes]:
-    """`count` distinct .tar.gz bundles of one 10-run item (bert), differing only in a README."""
+def demo_item(workdir: Path) -> Path:
+    """The demo tree's 10-run bert item (~100 lines a log): the default."""
     manifest = write_demo_tree(workdir / "demo")
-    source = workdir / "demo" / manifest.round("demo-2024a").folder / "Larkspur_Compute"
-    folder = workdir / "bundle" / "Larkspur_Compute"
+    item = workdir / "demo" / manifest.round("demo-2024a").folder / "Larkspur_Compute" / "results/atlas_lx4_n1/bert"
+    assert len(list(item.glob("result_*.txt"))) == 10
+    return item
+
+
+def bundle_folder(workdir: Path, item: Path) -> Path:
+    """The folder bundles() packs, from an item of a results tree (<org>/results/<system>/<benchmark>)."""
+    return workdir / "bundle" / item.parents[2].name
+
+
+def bundles(count: int, workdir: Path, item: Path | None = None) -> list[bytes]:
+    """`count` distinct .tar.gz bundles of one item (default: demo_item), its system description and its
+    result files, differing only in a README."""
+    item = item or demo_item(workdir)
+    org, system, benchmark = item.parents[2], item.parent.name, item.name
+    folder = bundle_folder(workdir, item)
     (folder / "systems").mkdir(parents=True)
-    shutil.copyfile(source / "systems/atlas_lx4_n1.json", folder / "systems/atlas_lx4_n1.json")
-    shutil.copytree(source / "results/atlas_lx4_n1/bert", folder / "results/atlas_lx4_n1/bert")
-    assert len(list((folder / "results/atlas_lx4_n1/bert").glob("result_*.txt"))) == 10
+    shutil.copyfile(org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
+    (folder / "results" / system / benchmark).mkdir(parents=True)
+    for log in item.glob("result_*.txt"):
+        shutil.copyfile(log, folder / "results" / system / benchmark / log.name)
     made = []
     for i in range(count):
         (folder / "README.md").write_text(f"bench bundle {i} {uuid.uuid4()}\n")
@@ -232,6 +247,10 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--database-url", default=None, help="a database to use (it is flushed!)")
     parser.add_argument("--worker-concurrency", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--item", type=Path, default=None,
+                        help="an item of a results tree to upload instead of the demo's (~100 lines a log): "
+                             "<tree>/<org>/results/<system>/<benchmark>, e.g. a real MLPerf training round's "
+                             "(the round is made with ruleset 4.0.0)")
     parser.add_argument("--poll-ms", type=float, default=0.0,
                         help="0 (default): follow each upload as the command-line client does, the server waiting "
                              "for the state to move (?wait); otherwise poll the status every this many ms, each poll "
@@ -256,12 +275,17 @@ def main() -> None:
         if args.database_url:
             subprocess.run([*manage, "flush", "--noinput"], env=env, check=True, cwd=ROOT)
         subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
-        token = subprocess.run([*manage, "shell", "-c", SETUP], env=env, check=True, cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        made = bundles(args.sequential + args.concurrent, tmp)
-        checkers_first, checkers = checker_time(tmp / "bundle" / "Larkspur_Compute")
+        item = args.item.resolve() if args.item else demo_item(tmp)
+        org_name = item.parents[2].name.replace("_", " ")
+        token = subprocess.run([*manage, "shell", "-c", f"ORG_NAME = {org_name!r}\n{SETUP}"], env=env, check=True,
+                               cwd=ROOT, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        made = bundles(args.sequential + args.concurrent, tmp, item)
+        folder = bundle_folder(tmp, item)
+        log_count = len(list(item.glob("result_*.txt")))
+        lines = sum(path.read_bytes().count(b":::MLLOG") for path in item.glob("result_*.txt"))
+        checkers_first, checkers = checker_time(folder)
         with library_as_shipped():
-            _, checkers_library = checker_time(tmp / "bundle" / "Larkspur_Compute")
+            _, checkers_library = checker_time(folder)
         logs = tmp / "logs"
         logs.mkdir()
         server = subprocess.Popen(
@@ -286,7 +310,7 @@ def main() -> None:
             poll_s = args.poll_ms / 1000
             # The machine's speed drifts (a shared host): the reference is also taken between the uploads,
             # one pass after each verdict, while the worker is idle, so both figures share the same minutes.
-            reference = Checkers(tmp / "bundle" / "Larkspur_Compute")
+            reference = Checkers(folder)
             reference.once()
             beside: list[float] = []
             for data in made[: args.sequential]:
@@ -337,13 +361,14 @@ def main() -> None:
         ordered = sorted(latencies)
         p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
         print(f"machine: {os.cpu_count()} cpus; database: {env['DATABASE_URL'].split(':')[0]}; "
-              f"worker: prefork x{args.worker_concurrency}; bundle: 1 item, 10 logs")
+              f"worker: prefork x{args.worker_concurrency}; bundle: 1 item, {log_count} logs, {lines} :::MLLOG lines "
+              f"({item.parents[2].name}/{item.parent.name}/{item.name}{'' if args.item else ', the demo'})")
         median = statistics.median(latencies)
         print(f"worker ready (answers a ping) {worker_start:.2f} s after the web server answered")
         before = checkers
         checkers = statistics.median(beside)
-        print(f"in-process checker time for the same 10 logs, one pass after each task ended: median {checkers:.3f} s "
-              f"(before the servers started: median {before:.3f} s, first, parsing the rules: "
+        print(f"in-process checker time for the same {log_count} logs, one pass after each task ended: median "
+              f"{checkers:.3f} s (before the servers started: median {before:.3f} s, first, parsing the rules: "
               f"{checkers_first:.3f} s); the library as shipped (its own quadratic regex, every rule compiled on "
               f"every line, the RCP means computed on every check: without tool._TokenRegex, compiled_rules and "
               f"rcp_memo) {checkers_library:.3f} s, "
@@ -363,7 +388,7 @@ def main() -> None:
                   f"{statistics.median(rest):.3f} s (first {rest[0]:.3f})")
         print("load average (1, 5, 15 min) at the end: " + " ".join(f"{n:.2f}" for n in os.getloadavg()))
         print(f"concurrent uploads: {len(threads)} at once; all final after {wall:.2f} s; "
-              f"throughput {len(threads) / wall:.2f} bundles/s ({10 * len(threads) / wall:.1f} logs/s); "
+              f"throughput {len(threads) / wall:.2f} bundles/s ({log_count * len(threads) / wall:.1f} logs/s); "
               f"verified {verified}/{len(threads)}; lost {len(threads) - len(results)}; errors {len(errors)}")
         for error in errors[:5]:
             print(f"  error: {error}")
