@@ -6,7 +6,8 @@ more than any verification may run: settings check it exceeds PODIUM_VERIFY_TIME
 never takes a file from a process that is still working on it, whichever process or host runs it.
 
 - the scratch folder (storage.scratch_dir): unpacked uploads and the checkers' copies, each a
-  temporary entry of one request or one verification;
+  temporary entry of one request or one verification, and uploads unpacked for a verification that never
+  took them (ingest.handoff: it takes none older than half this age);
 - upload temp files (FILE_UPLOAD_TEMP_DIR): Django streams a large upload there while the request runs;
 - the bundle store: `.incoming-*` files of a copy that died before its rename, and stored bundles that
   no submission names — a process killed between `storage.store` and the commit of its submission

@@ -33,8 +33,9 @@ from accounts.services import audit_record
 from catalog.models import Round
 from core.broker import hand_off
 from core.errors import BadRequest
-from ingest import storage
+from ingest import handoff, storage
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
+from ingest.bundles.layout import find_submitter_folder
 from ingest.engine import tool
 from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
@@ -169,37 +170,43 @@ def submission_upload(*, actor: User, organization: Organization, round: Round, 
         if make_current and not submission_is_current(existing) and existing.is_final:
             existing = submission_reupload(actor=actor, submission=existing)
         return UploadOutcome(existing, created=False)
-    with tempfile.TemporaryDirectory(dir=storage.scratch_dir(), prefix="podium-upload-") as tmp:
+    unpacked = Path(tempfile.mkdtemp(dir=storage.scratch_dir(), prefix="podium-upload-"))
+    try:
         try:
-            folder = extract_bundle(archive, Path(tmp), limits=limits)
+            folder = extract_bundle(archive, unpacked, limits=limits)
         except BundleRejected as exc:
             raise UploadRefused(str(exc)) from None
         if only_entry is not None:
             _require_only(folder, only_entry)
-    if existing is not None:
-        return UploadOutcome(existing, created=False)
-    rel = storage.store(archive, sha256, _suffix(archive))
-    with transaction.atomic():
-        submission, created = Submission.objects.get_or_create(
-            round=round,
-            organization=organization,
-            sha256=sha256,
-            defaults={
-                "source": Submission.Source.UPLOAD,
-                "label": original_name[:500],
-                "state": Submission.State.RECEIVED,
-                "uploaded_by": actor,
-                "bundle_path": rel,
-                "bundle_size": size,
-                "queued_at": timezone.now(),
-            },
-        )
-        if created:
-            audit_record(actor=actor, action="submission.create",
-                         subject=submission, after={"state": submission.state, "sha256": sha256, "name": original_name})
-            submission_id = submission.pk
-            transaction.on_commit(lambda: enqueue(submission_id))
-    return UploadOutcome(submission, created)
+        if existing is not None:
+            return UploadOutcome(existing, created=False)
+        rel = storage.store(archive, sha256, _suffix(archive))
+        with transaction.atomic():
+            submission, created = Submission.objects.get_or_create(
+                round=round,
+                organization=organization,
+                sha256=sha256,
+                defaults={
+                    "source": Submission.Source.UPLOAD,
+                    "label": original_name[:500],
+                    "state": Submission.State.RECEIVED,
+                    "uploaded_by": actor,
+                    "bundle_path": rel,
+                    "bundle_size": size,
+                    "queued_at": timezone.now(),
+                },
+            )
+            if created:
+                audit_record(actor=actor, action="submission.create", subject=submission,
+                             after={"state": submission.state, "sha256": sha256, "name": original_name})
+                submission_id = submission.pk
+                # Now, not on commit: the task may run as soon as the transaction commits, and a name that
+                # outlives a rollback still stands for these bytes only (ingest.handoff).
+                handoff.hand_over(unpacked, submission_id=submission_id, sha256=sha256, limits=limits)
+                transaction.on_commit(lambda: enqueue(submission_id))
+        return UploadOutcome(submission, created)
+    finally:
+        shutil.rmtree(unpacked, ignore_errors=True)  # gone already where it was handed over
 
 
 def _require_only(folder: Path, entry: tuple[str, str]) -> None:
@@ -302,12 +309,17 @@ def _judge(submission: Submission, scratch: Path) -> _Judged:
     # A flat archive (systems/ and results/ at its top) lands in `dest` itself: name that folder
     # after the organization, so file names in findings read <org>/results/...
     dest = scratch / "bundle" / submission.organization.slug
-    dest.mkdir(parents=True)
-    try:
-        with storage.open_verified(submission.bundle_path, submission.sha256) as bundle:
-            folder = extract_bundle(bundle, dest, limits=upload_limits())
-    except BundleRejected as exc:  # limits tightened since the upload: the bundle's, not ours
-        return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
+    dest.parent.mkdir(parents=True)
+    limits = upload_limits()
+    if handoff.take(submission_id=submission.pk, sha256=submission.sha256, limits=limits, dest=dest):
+        folder = find_submitter_folder(dest)  # as extract_bundle found it in the upload's request
+    else:
+        dest.mkdir()
+        try:
+            with storage.open_verified(submission.bundle_path, submission.sha256) as bundle:
+                folder = extract_bundle(bundle, dest, limits=limits)
+        except BundleRejected as exc:  # limits tightened since the upload: the bundle's, not ours
+            return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
     sources = list(items_of(folder))
     reports = _verify_items(sources, submission.round.ruleset, scratch / "checks")
     # Kept while the unpacked bundle is at hand, before the transaction that stores the Runs.
