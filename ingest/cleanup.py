@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,10 +68,14 @@ def _older(path: Path, cutoff: float) -> bool:
 def _remove(path: Path) -> bool:
     try:
         if path.is_dir() and not path.is_symlink():
+            # Claimed by a rename first: a verification taking an upload's unpacked bundle at the same moment
+            # (ingest.handoff, also a rename) gets either the whole tree or nothing, never one half-removed.
+            claimed = path.with_name(f".sweeping-{uuid.uuid4().hex}")
+            path.rename(claimed)
             # A bundle may unpack read-only folders, whose entries cannot be removed until they are writable.
-            for folder, _dirs, _files in os.walk(path):
+            for folder, _dirs, _files in os.walk(claimed):
                 Path(folder).chmod(0o700)
-            shutil.rmtree(path)
+            shutil.rmtree(claimed)
         else:
             path.unlink()
     except FileNotFoundError:

@@ -8,14 +8,17 @@ own scratch folder instead of unpacking.
 
 What makes taking it safe:
 - the name holds the submission's id, the archive's sha256 (what the request unpacked is what it hashed
-  and stored) and the upload limits it was unpacked under: a name can only ever stand for the same tree,
-  even if the id is used again after a rolled-back upload (SQLite), and limits changed since the upload
-  make the verification unpack the stored archive under the new ones, as before;
-- it gets its name only once complete (a rename; the request's unpacking fails whole or not at all);
-- the sweeper removes scratch entries older than PODIUM_LITTER_MAX_AGE (ingest.cleanup) and the
-  verification never takes one older than half of it, so it cannot take a tree the sweeper is removing.
-Whatever goes wrong here (another host's scratch folder, a failed rename, a queue backed up past the age)
-leaves the verification to unpack the stored archive itself: the hand-off only ever saves work.
+  and stored), the upload limits and the code's release it was unpacked under: a name can only ever stand
+  for the same tree, even if the id is used again after a rolled-back upload (SQLite); limits changed since
+  the upload, or a deploy in between, make the verification unpack the stored archive, as before;
+- it gets its name only once complete (a rename; the request's unpacking fails whole or not at all), and
+  both the verification and the sweeper (ingest.cleanup) claim a folder by renaming it before anything
+  else: one of them gets the whole tree, the other nothing;
+- the verification takes none older than half of PODIUM_LITTER_MAX_AGE, the sweeper's age.
+What it may cost: where the verification never takes them (workers that do not share the web processes'
+scratch folder, a queue backed up past that age), folders wait for the sweeper; at most MAX_WAITING of at
+most MAX_BYTES each are handed over, and past that count a warning says so. Whatever goes wrong here leaves
+the verification to unpack the stored archive itself: the hand-off only ever saves work.
 """
 
 from __future__ import annotations
@@ -28,26 +31,54 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.release import release
 from ingest import storage
 from ingest.bundles import Limits
 
 log = logging.getLogger("podium.submissions")
 PREFIX = "podium-handoff-"
+# Hand-offs waiting at once, and the unpacked size of one (a real round's 10-log item is ~1.2 MB): what an
+# operator's scratch folder holds at most when no verification takes them (512 MiB).
+MAX_WAITING = 32
+MAX_BYTES = 16 * 2**20
+_warned = False
 
 
 def _path(submission_id: int, sha256: str, limits: Limits) -> Path:
-    under = hashlib.sha256(repr(limits).encode()).hexdigest()[:16]
+    under = hashlib.sha256(f"{limits!r}|{release()}".encode()).hexdigest()[:16]
     return storage.scratch_dir() / f"{PREFIX}{submission_id}-{sha256}-{under}"
 
 
 def hand_over(unpacked: Path, *, submission_id: int, sha256: str, limits: Limits) -> bool:
     """Give the folder the request unpacked the bundle into (the `dest` it gave extract_bundle) to the
     submission's verification; whether it was handed over (if not, the caller removes it)."""
+    global _warned
+    waiting = sum(1 for entry in os.scandir(storage.scratch_dir()) if entry.name.startswith(PREFIX))
+    if waiting >= MAX_WAITING:
+        if not _warned:
+            _warned = True
+            log.warning("%s unpacked uploads wait in %s for a verification that has not taken them: uploads are "
+                        "no longer handed over until the litter sweep removes them (are the workers' and the web "
+                        "processes' PODIUM_SCRATCH_DIR one volume?)", waiting, storage.scratch_dir())
+        return False
+    if not _at_most(unpacked, MAX_BYTES):
+        return False
     try:
         os.rename(unpacked, _path(submission_id, sha256, limits))
     except OSError:  # one there already (a retried upload of the same bytes): the verification takes that one
         log.debug("bundle of submission %s not handed over", submission_id, exc_info=True)
         return False
+    return True
+
+
+def _at_most(folder: Path, most: int) -> bool:
+    """Whether the files under `folder` hold at most `most` bytes (the walk stops once past it)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            total += os.lstat(os.path.join(root, name)).st_size
+            if total > most:
+                return False
     return True
 
 
@@ -63,7 +94,10 @@ def take(*, submission_id: int, sha256: str, limits: Limits, dest: Path) -> bool
         return False
     try:
         os.rename(path, dest)
+    except FileNotFoundError:  # the sweeper claimed it first
+        return False
     except OSError:
-        log.debug("bundle of submission %s not taken over", submission_id, exc_info=True)
+        log.warning("the unpacked bundle of submission %s could not be taken over; the stored archive is "
+                    "unpacked instead", submission_id, exc_info=True)
         return False
     return True

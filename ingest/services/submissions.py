@@ -311,9 +311,8 @@ def _judge(submission: Submission, scratch: Path) -> _Judged:
     dest = scratch / "bundle" / submission.organization.slug
     dest.parent.mkdir(parents=True)
     limits = upload_limits()
-    if handoff.take(submission_id=submission.pk, sha256=submission.sha256, limits=limits, dest=dest):
-        folder = find_submitter_folder(dest)  # as extract_bundle found it in the upload's request
-    else:
+    folder = _handed_over(submission, limits, dest)
+    if folder is None:
         dest.mkdir()
         try:
             with storage.open_verified(submission.bundle_path, submission.sha256) as bundle:
@@ -334,6 +333,19 @@ def _judge(submission: Submission, scratch: Path) -> _Judged:
         judged.bundle_findings.append(EngineFinding(ERROR, "layout", "results",
                                                     "the bundle holds no result folder", folder.name))
     return judged
+
+
+def _handed_over(submission: Submission, limits: Limits, dest: Path) -> Path | None:
+    """The submitter folder of the bundle the upload's request unpacked, moved to `dest`; None if there is none
+    to take (ingest.handoff), and `dest` does not exist."""
+    if not handoff.take(submission_id=submission.pk, sha256=submission.sha256, limits=limits, dest=dest):
+        return None
+    try:
+        return find_submitter_folder(dest)  # as extract_bundle found it in the upload's request
+    except BundleRejected:  # it did find it there: whatever changed the tree since, unpack the stored archive
+        log.warning("the unpacked bundle of submission %s was handed over damaged", submission.pk)
+        shutil.rmtree(dest, ignore_errors=True)
+        return None
 
 
 def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path) -> list[ItemReport]:

@@ -4,7 +4,9 @@ whenever the hand-off is missing, stale or made under other limits, it unpacks t
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
-from ingest import handoff
+from ingest import cleanup, handoff
 from ingest.bundles import Limits
 from ingest.models import Submission
 from ingest.services import submissions
@@ -84,8 +86,8 @@ def test_the_verification_judges_the_unpacked_upload_as_it_judges_the_stored_arc
 
     # The same bytes in another round, the hand-off removed: unpacked from the store, judged the same.
     again = _upload(people, "open-b", bundle, tmp_path, django_capture_on_commit_callbacks)
-    for path in _handed(again):
-        os.rename(path, tmp_path / "aside")
+    [path] = _handed(again)
+    os.rename(path, tmp_path / "aside")
     assert submissions.submission_verify(submission_id=again.pk) == Submission.State.VERIFIED
     assert len(unpacked) == 1
     first, second = _judged(taken), _judged(again)
@@ -135,3 +137,74 @@ def test_the_same_bytes_uploaded_again_hand_nothing_over(people: Any, bundle: by
     assert not outcome.created and outcome.submission.pk == first.pk
     scratch = sorted(p.name for p in Path(django_settings.PODIUM_SCRATCH_DIR).iterdir())
     assert scratch == [p.name for p in _handed(first)]  # the first upload's, and nothing of the second
+
+
+def test_a_hand_off_made_by_another_release_is_not_taken(people: Any, bundle: bytes, unpacked: list[Path],
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         django_capture_on_commit_callbacks: Any) -> None:
+    """Unpacked by the code before a deploy: judged by today's code from the stored archive."""
+    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    monkeypatch.setattr(handoff, "release", lambda: "another release")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert len(unpacked) == 1
+
+
+def test_a_damaged_hand_off_is_dropped_and_the_stored_archive_unpacked(
+        people: Any, bundle: bytes, unpacked: list[Path], tmp_path: Path,
+        django_capture_on_commit_callbacks: Any) -> None:
+    taken = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    [path] = _handed(taken)
+    [org] = path.iterdir()
+    shutil.rmtree(org / "systems")  # no submitter folder any more
+    assert submissions.submission_verify(submission_id=taken.pk) == Submission.State.VERIFIED
+    assert len(unpacked) == 1
+    assert taken.results.count() == 7
+
+
+def test_at_most_so_many_hand_offs_wait_and_a_warning_says_why(people: Any, bundle: bytes, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              django_capture_on_commit_callbacks: Any) -> None:
+    """Where no verification takes them (workers on another scratch folder), what waits is bounded."""
+    monkeypatch.setattr(handoff, "MAX_WAITING", 2)
+    monkeypatch.setattr(handoff, "_warned", False)
+    for slug in ("open-a", "open-b"):
+        _upload(people, slug, bundle, tmp_path, django_capture_on_commit_callbacks)
+    with caplog.at_level(logging.WARNING, logger="podium.submissions"):
+        third = _upload(people, "open-c", bundle, tmp_path, django_capture_on_commit_callbacks)
+    assert _handed(third) == []
+    assert "no longer handed over" in caplog.text
+    scratch = Path(django_settings.PODIUM_SCRATCH_DIR)
+    assert len([p for p in scratch.iterdir() if p.name.startswith(handoff.PREFIX)]) == 2
+    assert not [p for p in scratch.iterdir() if p.name.startswith("podium-upload-")]  # the third's removed
+
+
+def test_a_large_unpacked_bundle_is_not_handed_over(people: Any, bundle: bytes, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    django_capture_on_commit_callbacks: Any) -> None:
+    monkeypatch.setattr(handoff, "MAX_BYTES", 1000)
+    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    assert _handed(submission) == []
+    assert list(Path(django_settings.PODIUM_SCRATCH_DIR).iterdir()) == []
+
+
+def test_the_sweeper_claims_a_hand_off_whole_before_it_removes_it(people: Any, bundle: bytes, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  django_capture_on_commit_callbacks: Any) -> None:
+    """A verification taking it while the sweep removes it finds nothing to take, not a half-removed tree."""
+    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    [path] = _handed(submission)
+    taken_meanwhile: list[bool] = []
+    real_rmtree = shutil.rmtree
+
+    def removing(target: Any, *args: Any, **kwargs: Any) -> None:
+        # In the middle of the sweep: the verification tries to take it (its age allows it).
+        taken_meanwhile.append(handoff.take(submission_id=submission.pk, sha256=submission.sha256,
+                                            limits=submissions.upload_limits(), dest=tmp_path / "taken"))
+        real_rmtree(target, *args, **kwargs)
+
+    monkeypatch.setattr(cleanup.shutil, "rmtree", removing)
+    assert cleanup.scratch_sweep(cutoff=time.time() + 1) == [path.name]
+    assert taken_meanwhile == [False]
+    assert not (tmp_path / "taken").exists()
+    assert list(Path(django_settings.PODIUM_SCRATCH_DIR).iterdir()) == []
