@@ -33,8 +33,15 @@ log.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_divi
                '"metadata": {}}\\n')
 tool._RULE_CACHE.mark()
 tool._check_compliance_here(log, "4.0.0", None)
+# And the RCP checker's means: building a checker of any ruleset and benchmark computes none of them again.
+from ingest.engine import rcp_memo
+from mlperf_logging.rcp_checker import rcp_checker
+means = [rcp_memo.kept(), rcp_memo.computed()]
+rcp_checker.RCP_Checker("training", "4.0.0", "bert", verbose=False)
+rcp_checker.RCP_Checker("training", "1.0.0", "resnet", verbose=False)
 print(json.dumps({"before": before, "after": after, "rules": rules, "parsed_later": len(tool._RULE_CACHE.fresh()),
-                  "rule_changes": [changes_before, changes_after]}))
+                  "rule_changes": [changes_before, changes_after], "means": means,
+                  "means_later": rcp_memo.computed() - means[1]}))
 """
 
 
@@ -49,3 +56,5 @@ def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks() -> None
     assert loaded["rules"] > 100 and loaded["parsed_later"] == 0
     # The catalog's rule changes (each task's RCP reference of the time) read once, before the fork.
     assert loaded["rule_changes"] == [0, 1]
+    kept, computed = loaded["means"]
+    assert kept > 200 and computed == kept and loaded["means_later"] == 0
