@@ -16,6 +16,7 @@ import cProfile
 import io
 import os
 import pstats
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,6 +77,7 @@ def main() -> None:
 
             connections.close_all()
             database.drop()
+        shutil.rmtree(tmp, ignore_errors=True)  # the bundles, the SQLite file, the store: a few MB a run
 
 
 def _profile(args: argparse.Namespace, tmp: Path) -> None:

@@ -28,11 +28,12 @@ from ingest.engine import tool
 rules = len(tool._RULE_CACHE._parsed)
 # A check after the hook parses no rule file: every one it reads is in the cache under the checker's own name.
 import pathlib, tempfile
-log = pathlib.Path(tempfile.mkdtemp()) / "result_0.txt"
-log.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_division", "value": "closed", '
-               '"metadata": {}}\\n')
-tool._RULE_CACHE.mark()
-tool._check_compliance_here(log, "4.0.0", None)
+with tempfile.TemporaryDirectory() as folder:
+    log = pathlib.Path(folder) / "result_0.txt"
+    log.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_division", "value": "closed", '
+                   '"metadata": {}}\\n')
+    tool._RULE_CACHE.mark()
+    tool._check_compliance_here(log, "4.0.0", None)
 # And the RCP checker's means: building a checker of any ruleset and benchmark computes none of them again.
 from ingest.engine import rcp_memo
 from mlperf_logging.rcp_checker import rcp_checker

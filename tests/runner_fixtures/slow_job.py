@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,11 +21,12 @@ def main() -> int:
     while time.monotonic() - start < seconds:
         print(f"waiting {time.monotonic() - start:.1f} s", flush=True)
         time.sleep(0.2)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(config, handle)
+    # Beside the log, in the attempt's work folder, which the agent removes (a file in /tmp outlived every run).
+    trained = args.log.parent / "slow_job_config.json"
+    trained.write_text(json.dumps(config))
     from podium_reference.digits import main as train
 
-    return train(["--config", handle.name, "--log", str(args.log), "--device", "cpu"])
+    return train(["--config", str(trained), "--log", str(args.log), "--device", "cpu"])
 
 
 if __name__ == "__main__":
