@@ -56,10 +56,10 @@ def _namespaces(resolver: URLResolver, above: tuple[str, ...]) -> list[tuple[str
     return found
 
 
-def heap_freeze(*, collect: bool) -> int:
-    """Move every object this process holds now out of the garbage collector's sight (gc.freeze); returns how
-    many. Call it once what a process builds at its start is built: the modules, URL patterns, checkers and
-    rule files that live as long as the process.
+def heap_freeze(*, collect: bool) -> None:
+    """Move every object this process holds now out of the garbage collector's sight (gc.freeze). Call it
+    once what a process builds at its start is built: the modules, URL patterns, checkers and rule files that
+    live as long as the process.
 
     Why: a full (oldest-generation) collection walks every tracked object. In a verification worker that heap
     is Django, scipy and the checkers: each full collection took 100-150 ms in the middle of a task
@@ -72,4 +72,3 @@ def heap_freeze(*, collect: bool) -> int:
     if collect:
         gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()

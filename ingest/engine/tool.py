@@ -993,21 +993,26 @@ def preload_rules() -> int:
     which then says so as it always has."""
     folder = os.path.dirname(os.path.abspath(mlp_compliance.__file__))
     parsed = 0
-    for ruleset_dir in sorted(os.listdir(folder)):
-        if not ruleset_dir.startswith(f"{USAGE}_") or not os.path.isdir(os.path.join(folder, ruleset_dir)):
-            continue
-        for name in sorted(os.listdir(os.path.join(folder, ruleset_dir))):
-            if not name.endswith(".yaml"):
-                continue
-            # The name the checker opens it by (mlp_compliance.check_loglines joins the same way): the cache key.
-            path = os.path.join(folder, f"{ruleset_dir}/{name}")
-            try:
-                with open(path) as handle:
-                    _RULE_CACHE.keep(handle, Loader=_RULE_CACHE.BaseLoader)
-            except Exception:
-                continue  # the checker meets it again and reports it
-            parsed += 1
+    for ruleset_dir, name in _ruleset_files(folder, ".yaml"):
+        # The name the checker opens it by (mlp_compliance.check_loglines joins the same way): the cache key.
+        path = os.path.join(folder, f"{ruleset_dir}/{name}")
+        try:
+            with open(path) as handle:
+                _RULE_CACHE.keep(handle, Loader=_RULE_CACHE.BaseLoader)
+        except Exception:
+            continue  # the checker meets it again and reports it
+        parsed += 1
     return parsed
+
+
+def _ruleset_files(folder: str, suffix: str) -> Iterator[tuple[str, str]]:
+    """(ruleset folder, file name) of each file ending in `suffix` in a checker package's training ruleset
+    folders (`training_<ruleset>/`), in order."""
+    for ruleset_dir in sorted(os.listdir(folder)):
+        if ruleset_dir.startswith(f"{USAGE}_") and os.path.isdir(os.path.join(folder, ruleset_dir)):
+            for name in sorted(os.listdir(os.path.join(folder, ruleset_dir))):
+                if name.endswith(suffix):
+                    yield ruleset_dir, name
 
 
 def preload_rcps() -> int:
@@ -1021,19 +1026,15 @@ def preload_rcps() -> int:
     folder = os.path.dirname(os.path.abspath(rcp_checker.__file__))
     built = 0
     with _captured():  # what the checker logs while it builds is nobody's finding
-        for ruleset_dir in sorted(os.listdir(folder)):
-            if not ruleset_dir.startswith(f"{USAGE}_") or not os.path.isdir(os.path.join(folder, ruleset_dir)):
+        for ruleset_dir, name in _ruleset_files(folder, ".json"):
+            if not name.startswith("rcps_"):
                 continue
-            ruleset = ruleset_dir.removeprefix(f"{USAGE}_")
-            for name in sorted(os.listdir(os.path.join(folder, ruleset_dir))):
-                if not (name.startswith("rcps_") and name.endswith(".json")):
-                    continue
-                benchmark = name.removeprefix("rcps_").removesuffix(".json")
-                try:  # building the checker computes the means: no check is run
-                    rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, verbose=False)
-                except Exception:
-                    continue  # e.g. a benchmark the package lists no submission count for in that ruleset
-                built += 1
+            ruleset, benchmark = ruleset_dir.removeprefix(f"{USAGE}_"), name.removeprefix("rcps_").removesuffix(".json")
+            try:  # building the checker computes the means: no check is run
+                rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, verbose=False)
+            except Exception:
+                continue  # e.g. a benchmark the package lists no submission count for in that ruleset
+            built += 1
     return built
 
 
