@@ -15,7 +15,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ingest.engine import jsonscan
 from ingest.engine.findings import ERROR, WARNING, Finding
@@ -98,8 +98,10 @@ def is_hyperparameter(key: str) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class LogEvent:
+class LogEvent(NamedTuple):
+    """One :::MLLOG line read. A named tuple, not a frozen dataclass: one is made per line, and a frozen
+    dataclass's __init__ (a setattr per field) was a fifth of reading a line."""
+
     line: int
     key: str
     value: Any
@@ -276,9 +278,10 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
     return parsed
 
 
-def checker_input(data: bytes) -> bytes:
+def checker_input(data: bytes) -> bytes | None:
     """What mlperf-logging's parser reads of a log, and nothing else: the lines holding the token,
-    each from its last token on, in order.
+    each from its last token on, in order. None if one of them is longer than MAX_LINE_BYTES: the
+    checker is not given such a log (`parse_log` lists those lines as `long_lines`, by the same measure).
 
     The parser (`mlp_parser.parse_generator`) skips lines without the token, keeps a line from its
     last token (`re.sub(".*" + TOKEN, TOKEN, line)`) and strips it, and numbers only the lines it
@@ -289,6 +292,8 @@ def checker_input(data: bytes) -> bytes:
     for raw in io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None):
         at = raw.rfind(TOKEN)
         if at >= 0:
+            if len(raw.rstrip("\n")) > MAX_LINE_BYTES:
+                return None
             out.write(raw[at:].strip())
             out.write("\n")
     return out.getvalue().encode("latin-1")
@@ -356,59 +361,67 @@ def _anomaly_findings(parsed: ParsedLog, lineno: int, text: str, key: Any,
     return failed
 
 
-def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
-    def problem(message: str, rule: str = "mllog-line") -> None:
-        if rule != "mllog-line":
-            parsed.rejected_lines.append(lineno)
-        parsed.findings.append(
-            Finding(
-                severity=ERROR,
-                checker="parse" if rule == "mllog-line" else "sanity",
-                rule=rule,
-                message=message,
-                file=parsed.name,
-                line=lineno,
-                excerpt=excerpt(text),
-            )
+def _problem(parsed: ParsedLog, lineno: int, text: str, message: str, rule: str = "mllog-line") -> None:
+    """An error on the line: a line that is not an :::MLLOG record ("mllog-line"), or a number that
+    cannot stand where it is (then the line's run is never counted)."""
+    if rule != "mllog-line":
+        parsed.rejected_lines.append(lineno)
+    parsed.findings.append(
+        Finding(
+            severity=ERROR,
+            checker="parse" if rule == "mllog-line" else "sanity",
+            rule=rule,
+            message=message,
+            file=parsed.name,
+            line=lineno,
+            excerpt=excerpt(text),
         )
+    )
 
+
+_FIELDS = ("time_ms", "key", "value", "metadata")
+
+
+def _parse_line(parsed: ParsedLog, lineno: int, text: str) -> None:
+    # Called for every :::MLLOG line of every log an upload or import holds (a real log has thousands):
+    # written for the usual line, with the checks of an odd one behind cheap tests.
     body = text[len(TOKEN) :] if text.startswith(TOKEN) else text
     try:
         record, anomalies = jsonscan.loads(body)
     except json.JSONDecodeError as exc:
-        problem(f"not a JSON object after ':::MLLOG': {exc.msg} at column {exc.colno}")
+        _problem(parsed, lineno, text, f"not a JSON object after ':::MLLOG': {exc.msg} at column {exc.colno}")
         return
     except RecursionError:
-        problem("JSON nested too deeply")
+        _problem(parsed, lineno, text, "JSON nested too deeply")
         return
     if not isinstance(record, dict):
-        problem(f"expected a JSON object after ':::MLLOG', found {type(record).__name__}")
+        _problem(parsed, lineno, text, f"expected a JSON object after ':::MLLOG', found {type(record).__name__}")
         return
     if anomalies and _anomaly_findings(parsed, lineno, text, record.get("key"), anomalies):
         parsed.rejected_lines.append(lineno)
-    missing = [k for k in ("time_ms", "key", "value", "metadata") if k not in record]
-    if missing:
-        problem("missing field(s) " + ", ".join(repr(k) for k in missing))
+    if not ("time_ms" in record and "key" in record and "value" in record and "metadata" in record):
+        _problem(parsed, lineno, text, "missing field(s) " + ", ".join(repr(k) for k in _FIELDS if k not in record))
         return
-    if record["time_ms"] is None and any(a.path[:1] == ("time_ms",) for a in anomalies):
+    raw_time = record["time_ms"]
+    if raw_time is None and any(a.path[:1] == ("time_ms",) for a in anomalies):
         return  # a non-finite or out-of-range time_ms, reported above
     try:
-        time_ms = float(record["time_ms"])
+        time_ms = float(raw_time)
     except (TypeError, ValueError):
-        problem(f"time_ms {excerpt(repr(record['time_ms']))} is not a number")
+        _problem(parsed, lineno, text, f"time_ms {excerpt(repr(raw_time))} is not a number")
         return
     if not math.isfinite(time_ms):
-        problem(f"time_ms {excerpt(repr(record['time_ms']))} is not a finite number", "non-finite")
+        _problem(parsed, lineno, text, f"time_ms {excerpt(repr(raw_time))} is not a finite number", "non-finite")
         return
     if abs(time_ms) > MAX_ABS_TIME_MS:
-        problem(f"time_ms {time_ms!r} is out of range: a timestamp in milliseconds is below 2**53",
-                "number-range")
+        _problem(parsed, lineno, text,
+                 f"time_ms {time_ms!r} is out of range: a timestamp in milliseconds is below 2**53", "number-range")
         return
     key = record["key"]
     if not isinstance(key, str):
-        problem(f"key {excerpt(repr(key))} is not a string")
+        _problem(parsed, lineno, text, f"key {excerpt(repr(key))} is not a string")
         return
-    metadata = record["metadata"] if isinstance(record["metadata"], dict) else {}
+    metadata = record["metadata"]
     parsed.events.append(
-        LogEvent(line=lineno, key=key, value=record["value"], metadata=metadata, time_ms=time_ms, text=text)
+        LogEvent(lineno, key, record["value"], metadata if isinstance(metadata, dict) else {}, time_ms, text)
     )

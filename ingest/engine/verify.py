@@ -454,25 +454,30 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
     """Parse every log, hand the checker what it reads of it, and judge each run. Returns the scratch
     copies by position: None where the log was not given to the checker.
 
-    Each log goes to the checker as soon as its copy is written (tool.ComplianceChecks), so the checker
-    works on one log while Podium parses the next; the verdicts are then read in order, each call within
-    its budget as `budget.next_call()` gives it at that point, exactly as if the calls ran one by one."""
+    Every log goes to the checker (tool.ComplianceChecks) before Podium parses any: the checker works
+    through them while Podium parses (the checker is the longer of the two, and it no longer waits for the
+    first parse to start); the verdicts are then read in order, each call within its budget as
+    `budget.next_call()` gives it at that point, exactly as if the calls ran one by one."""
     copies: list[Path | None] = []
     logs: list[ParsedLog] = []
     with tool.ComplianceChecks(report.ruleset, rules_file, call_budget_s=budget.call_s,
                                allowed=budget.next_call) as checks:
+        contents: list[bytes] = []
         for position, path in enumerate(files):
             data = path.read_bytes()
-            parsed = parse_log(data, f"{source.rel_root}/{path.name}")
+            given = checker_input(data)
             copy: Path | None = None
-            if not parsed.long_lines:
+            if given is not None:
                 # Uniform names keep the tools' glob (result_*.txt) and sort order predictable.
                 copy = bench / f"result_{position:04d}.txt"
-                copy.write_bytes(checker_input(data))
+                copy.write_bytes(given)
                 checks.submit(copy)
-            logs.append(parsed)
+            contents.append(data)
             copies.append(copy)
         ahead.start(copies)
+        for position, path in enumerate(files):
+            logs.append(parse_log(contents[position], f"{source.rel_root}/{path.name}"))
+            contents[position] = b""  # read once: no more held than a parsed log holds anyway
         for position, parsed in enumerate(logs):
             copy = copies[position]
             if parsed.long_lines:

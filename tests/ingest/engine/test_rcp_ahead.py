@@ -169,3 +169,31 @@ def test_the_rounds_reference_points_are_never_rewritten_under_a_check_started_a
     ((_, reference),) = [e for e in events if e[0] == "written"]
     assert reference is not None and events == [("written", reference), ("started", reference)]
     assert report.rcp_status == "fail" and [f for f in report.findings if f.checker == "later_rcp"]
+
+
+def test_every_log_and_the_rcp_check_are_handed_out_before_podium_parses_any(make_tree, monkeypatch) -> None:
+    """The checkers' children work while Podium parses: none waits for a parse to start (verify._check_logs)."""
+    source = _item(make_tree)
+    handed: list[str] = []
+    seen_at_parse: list[list[str]] = []
+    submit, start, parse = tool.ComplianceChecks.submit, tool.rcp_ahead, verify.parse_log
+
+    def counted_submit(self: tool.ComplianceChecks, path: Path) -> None:
+        handed.append(path.name)
+        submit(self, path)
+
+    def counted_start(*args: Any, **kwargs: Any) -> tool.Ahead:
+        handed.append("rcp")
+        return start(*args, **kwargs)
+
+    def watched_parse(data: bytes, name: str) -> Any:
+        seen_at_parse.append(list(handed))
+        return parse(data, name)
+
+    monkeypatch.setattr(tool.ComplianceChecks, "submit", counted_submit)
+    monkeypatch.setattr(tool, "rcp_ahead", counted_start)
+    monkeypatch.setattr(verify, "parse_log", watched_parse)
+    report = verify_item(source, RULESET)
+    everything = [f"result_{n:04d}.txt" for n in range(10)] + ["rcp"]
+    assert seen_at_parse == [everything] * 10
+    assert report.score is not None and len(report.runs) == 10
