@@ -196,27 +196,26 @@ class _Session:
         self.pid, self.requests, self.answers = pid, request_write, answer_read
 
     def _from_spare(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> bool:
-        """Hand `first` to the spare child, if there is one alive and `first` can be sent (see prepare_spare)."""
-        global _SPARE
-        spare, _SPARE = _SPARE, None
-        if spare is None:
-            return False
-        if spare.pid is None or _ended(spare.pid):
-            spare.close()
-            return False
-        try:
-            data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # a function made on the fly: a child forked now has it; the spare waits for the next
-            _SPARE = spare
-            return False
-        try:
-            _write_all(spare.requests, _FRAME.pack(len(data)) + data)
-        except OSError:
-            spare.close()
-            return False
-        self.pid, self.requests, self.answers = spare.pid, spare.requests, spare.answers
-        spare.pid, spare.requests, spare.answers = None, -1, -1
-        return True
+        """Hand `first` to a spare child, if there is one alive and `first` can be sent (see prepare_spare)."""
+        while _SPARE_POOL:
+            spare = _SPARE_POOL.pop()
+            if spare.pid is None or _ended(spare.pid):
+                spare.close()
+                continue
+            try:
+                data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # a function made on the fly: a child forked now has it; the spare waits for the next
+                _SPARE_POOL.append(spare)
+                return False
+            try:
+                _write_all(spare.requests, _FRAME.pack(len(data)) + data)
+            except OSError:
+                spare.close()
+                continue
+            self.pid, self.requests, self.answers = spare.pid, spare.requests, spare.answers
+            spare.pid, spare.requests, spare.answers = None, -1, -1
+            return True
+        return False
 
     def _answer(self, deadline: float) -> tuple[tuple[str, Any, Any, float] | None, str]:
         """(the answer, ""), or (None, why there is none: "timeout", "too_big" or "ended")."""
@@ -508,34 +507,36 @@ def _no_answer_text(status: int | None) -> str:
 
 _UNREAPED: list[int] = []
 
-# A checker child forked ahead of need, idle until its first request (prepare_spare); only where enabled.
+# Checker children forked ahead of need, idle until their first request (prepare_spare); only where enabled.
 _SPARES = False
-_SPARE: _Session | None = None
+_SPARE_POOL: list[_Session] = []
+# An upload's verification starts two children: its session's, and the RCP check's started ahead (verify._RcpAhead).
+SPARES_KEPT = 2
 
 
 def enable_spares() -> None:
-    """Let this process keep a spare checker child (a verification worker's process, once it has started)."""
+    """Let this process keep spare checker children (a verification worker's process, once it has started)."""
     global _SPARES
     _SPARES = True
 
 
 def prepare_spare() -> None:
-    """Fork the next checker child now, while nothing waits for it: the next first checker call goes to it
-    instead of forking then (the fork and a fresh child's first steps were 6-7 ms of a verification's first
-    call, on the way to its verdict). A verification task calls it once its verdict is out; a worker's
-    process when it starts. Only where `enable_spares` was called: a spare holds this process as it was when
-    forked, so a caller that changes the checkers afterwards (a test, an in-process import) must not get one.
-    At most one at a time; it ends when this process closes its pipe or exits."""
-    global _SPARE
+    """Fork the next checker children now, while nothing waits for them: the next first checker calls go to
+    them instead of forking then (a fork of a worker's process is 7-8 ms of its time, and a fresh child's
+    first steps more, on the way to the verdict: once for the item's session, once for the RCP check started
+    ahead). A verification task calls it once its verdict is out; a worker's process when it starts. Only
+    where `enable_spares` was called: a spare holds this process as it was when forked, so a caller that
+    changes the checkers afterwards (a test, an in-process import) must not get one. At most SPARES_KEPT at
+    a time; each ends when this process closes its pipe or exits."""
     if not _SPARES or not hasattr(os, "fork"):
         return
-    if _SPARE is not None:
-        if _SPARE.pid is not None and not _ended(_SPARE.pid):
-            return
-        _SPARE.close()
-    spare = _Session()
-    spare._start(None)
-    _SPARE = spare
+    for spare in [s for s in _SPARE_POOL if s.pid is None or _ended(s.pid)]:
+        spare.close()
+        _SPARE_POOL.remove(spare)
+    while len(_SPARE_POOL) < SPARES_KEPT:
+        spare = _Session()
+        spare._start(None)
+        _SPARE_POOL.append(spare)
 
 
 def _reap_let_go() -> None:
