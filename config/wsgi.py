@@ -18,12 +18,21 @@ litter_sweep_at_start(reason="web start")
 from django.urls import get_resolver  # noqa: E402
 
 from core.release import release  # noqa: E402
-from core.warmup import heap_freeze, task_sending_warm, url_reversing_warm  # noqa: E402
+from core.warmup import (  # noqa: E402
+    broker_connect_soon,
+    first_request_warm,
+    heap_freeze,
+    task_sending_warm,
+    url_reversing_warm,
+)
 
 get_resolver().url_patterns  # noqa: B018 - evaluating it imports the views
 url_reversing_warm()
 task_sending_warm()
+first_request_warm()
 release()  # the source's digest every cached answer's key holds (~10 ms of reading files)
 # Last: what was built above lives as long as the process; a full collection in the middle of a request walked
 # all of it (60-80 ms, bench/profile_api.py) and now walks only what requests made since (core.warmup).
 heap_freeze(collect=True)
+# Last, and in a thread: nothing above waits for the broker.
+broker_connect_soon()

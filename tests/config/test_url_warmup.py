@@ -1,5 +1,6 @@
 """URL patterns are compiled for reversing, and task sending prepared, when a process starts (core.warmup), not
-in its first request or task: after the warm-up, reversing a URL of any namespace compiles no pattern."""
+in its first request or task: after the warm-up, reversing a URL of any namespace compiles no pattern; a web
+process also imports what its first request imported and connects to the broker (in a thread)."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def _sending_after(start: str, tmp_path: Path, broker: str) -> dict:
 NO_BROKER_THERE = "redis://127.0.0.1:9/0"
 
 
-def test_a_web_process_prepares_task_sending_without_connecting(tmp_path: Path) -> None:
+def test_a_web_process_prepares_task_sending_with_no_broker_there(tmp_path: Path) -> None:
+    # The connection is tried in a thread (broker_connect_soon): the start neither waits for it nor fails.
     assert _sending_after("import config.wsgi", tmp_path, NO_BROKER_THERE) == {"transport": True, "finalized": True}
 
 
@@ -139,3 +141,60 @@ def test_with_no_broker_nothing_is_prepared(tmp_path: Path) -> None:
 
     assert task_sending_warm() is False  # the tests' settings have no broker
     assert _sending_after("import config.wsgi", tmp_path, "")["transport"] is False
+
+
+# Run in a fresh interpreter after `{start}`: which of the modules a fresh web process's first upload imported
+# (Django's session serializer and message storage, named in settings; Celery's event dispatcher) are loaded.
+FIRST_REQUEST_PROBE = """
+import json, sys
+{start}
+from django.conf import settings
+wanted = [settings.SESSION_SERIALIZER.rpartition(".")[0], settings.MESSAGE_STORAGE.rpartition(".")[0],
+          "celery.events.dispatcher", "encodings.latin_1"]
+print(json.dumps([name for name in wanted if name not in sys.modules]))
+"""
+
+
+def _first_request_imports_after(start: str, tmp_path: Path) -> list[str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PODIUM_VAR_DIR": str(tmp_path),
+           "DATABASE_URL": f"sqlite:///{tmp_path}/probe.sqlite3", "CELERY_BROKER_URL": NO_BROKER_THERE}
+    done = subprocess.run([sys.executable, "-c", FIRST_REQUEST_PROBE.format(start=start)], cwd=ROOT,
+                          capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_web_process_imports_at_start_what_its_first_request_imported(tmp_path: Path) -> None:
+    assert _first_request_imports_after("import config.wsgi", tmp_path) == []
+
+
+def test_the_import_probe_sees_them_missing_without_a_warm_up(tmp_path: Path) -> None:
+    missing = _first_request_imports_after("import django; django.setup()", tmp_path)
+    assert "celery.events.dispatcher" in missing and len(missing) >= 3
+
+
+# After `import config.wsgi` and the warm-up thread's end: whether the connection the first publish takes from
+# Celery's producer pool is open, and the task queue declared on it (kombu then declares it no more).
+BROKER_PROBE = """
+import json, threading
+import config.wsgi
+for thread in threading.enumerate():
+    if thread.name == "podium-broker-warm-up":
+        thread.join(60)
+from celery import current_app
+with current_app.producer_or_acquire() as producer:
+    queue = current_app.amqp.queues[current_app.conf.task_default_queue]
+    print(json.dumps({"connected": bool(producer.connection.connected),
+                      "declared": hash(queue) in producer.connection.declared_entities}))
+"""
+
+
+def test_a_web_process_connects_to_the_broker_and_declares_the_queue_at_start(tmp_path: Path, own_redis) -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PODIUM_VAR_DIR": str(tmp_path),
+           "DATABASE_URL": f"sqlite:///{tmp_path}/probe.sqlite3", "CELERY_BROKER_URL": own_redis.url}
+    done = subprocess.run([sys.executable, "-c", BROKER_PROBE], cwd=ROOT, capture_output=True, text=True,
+                          check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"connected": True, "declared": True}
+    # Declared, not published: the start sends no task.
+    assert not [key for key in own_redis.client.keys("*") if not key.startswith(b"_kombu.binding")]
