@@ -197,16 +197,17 @@ class _Session:
 
     def _from_spare(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> bool:
         """Hand `first` to a spare child, if there is one alive and `first` can be sent (see prepare_spare)."""
+        if not _SPARE_POOL:
+            return False
+        try:
+            data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a function made on the fly: a child forked now has it; the spares wait for the next
+            return False
         while _SPARE_POOL:
             spare = _SPARE_POOL.pop()
             if spare.pid is None or _ended(spare.pid):
                 spare.close()
                 continue
-            try:
-                data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:  # a function made on the fly: a child forked now has it; the spare waits for the next
-                _SPARE_POOL.append(spare)
-                return False
             try:
                 _write_all(spare.requests, _FRAME.pack(len(data)) + data)
             except OSError:
