@@ -249,7 +249,7 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
             text = raw
         if TOKEN not in text:
             continue
-        length = len(raw.rstrip("\n"))
+        length = _line_bytes(raw)
         if length > MAX_LINE_BYTES:
             parsed.long_lines.append((lineno, length))
         # The official `re.sub(".*" + TOKEN, TOKEN, line)` keeps the text from the last token on;
@@ -278,6 +278,12 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
     return parsed
 
 
+def _line_bytes(raw: str) -> int:
+    """A line's length as MAX_LINE_BYTES bounds it: in bytes (read as latin-1, a character a byte), without
+    its newline. One measure for `parse_log`'s long_lines and `checker_input`'s refusal: they must agree."""
+    return len(raw.rstrip("\n"))
+
+
 def checker_input(data: bytes) -> bytes | None:
     """What mlperf-logging's parser reads of a log, and nothing else: the lines holding the token,
     each from its last token on, in order. None if one of them is longer than MAX_LINE_BYTES: the
@@ -292,7 +298,7 @@ def checker_input(data: bytes) -> bytes | None:
     for raw in io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None):
         at = raw.rfind(TOKEN)
         if at >= 0:
-            if len(raw.rstrip("\n")) > MAX_LINE_BYTES:
+            if _line_bytes(raw) > MAX_LINE_BYTES:
                 return None
             out.write(raw[at:].strip())
             out.write("\n")
