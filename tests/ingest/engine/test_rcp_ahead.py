@@ -197,3 +197,24 @@ def test_every_log_and_the_rcp_check_are_handed_out_before_podium_parses_any(mak
     everything = [f"result_{n:04d}.txt" for n in range(10)] + ["rcp"]
     assert seen_at_parse == [everything] * 10
     assert report.score is not None and len(report.runs) == 10
+
+
+def test_a_log_with_an_over_long_line_is_not_handed_out_and_its_run_not_judged(make_tree, monkeypatch) -> None:
+    """The copy is refused before any parse (logparse.checker_input), by the measure the parse then reports."""
+    source = _item(make_tree)
+    log = source.result_files[3]
+    log.write_bytes(log.read_bytes() + b':::MLLOG {"key": "' + b"x" * (verify.MAX_LINE_BYTES + 1) + b'"}\n')
+    handed: list[str] = []
+    submit = tool.ComplianceChecks.submit
+
+    def counted_submit(self: tool.ComplianceChecks, path: Path) -> None:
+        handed.append(path.name)
+        submit(self, path)
+
+    monkeypatch.setattr(tool.ComplianceChecks, "submit", counted_submit)
+    report = verify_item(source, RULESET)
+    assert "result_0003.txt" not in handed and len(handed) == 9
+    too_long = [f for f in report.findings if f.rule == "line_length"]
+    assert len(too_long) == 1 and too_long[0].file.endswith(log.name) and "not judged" in too_long[0].message
+    assert report.runs[3].compliant is None and not report.runs[3].counted
+    assert [run.compliant for i, run in enumerate(report.runs) if i != 3] == [True] * 9
