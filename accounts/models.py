@@ -7,8 +7,10 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from importlib import import_module
 
 from django.conf import settings
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
 from django.utils import timezone
 
@@ -177,3 +179,23 @@ class AuditEvent(models.Model):
     def __str__(self) -> str:
         when = f"{self.created_at:%Y-%m-%d %H:%M}"
         return f"{when} {self.actor_label} {self.action} {self.subject_type}:{self.subject_id}"
+
+
+class Session(AbstractBaseSession):
+    """Django's database session with the signed-in user beside the signed data: every signed-in request
+    reads its session, its user and the user's memberships and chaired rounds in one statement
+    (accounts.sessions), where Django's engine and auth read them in three. The column is a copy of what
+    the signed data says, written on every save; the data stays what Django verifies."""
+
+    # No constraint in the database: a session saved for a user deleted meanwhile (a sign-in racing the
+    # account's removal) must not fail its INSERT, which Django's store takes for a taken key and retries
+    # with a new one, forever. Such a row names nobody: the read finds no user there and Django's own
+    # lookup finds none either. Deleting a user through the ORM still deletes their sessions.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+", db_constraint=False)
+
+    @classmethod
+    def get_session_store_class(cls) -> type:
+        # The site's engine (accounts.sessions, which imports this module), found by its setting's name.
+        store: type = import_module(settings.SESSION_ENGINE).SessionStore
+        return store

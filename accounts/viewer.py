@@ -23,7 +23,10 @@ from core.errors import Forbidden
 # Whoever is behind a request: a signed-in user or an anonymous visitor.
 Visitor = User | AnonymousUser
 _CACHE_ATTRIBUTE = "_podium_viewer"
-_CHAIR = "#chair"
+# The memberships read with the user's session (accounts.sessions), kept on the user object until its
+# viewer is computed: they are what the memberships query would answer, read in the same statement.
+_MEMBERSHIPS_ATTRIBUTE = "_podium_memberships"
+CHAIR = "#chair"  # the role a chaired round's row carries, which no membership role takes
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,11 @@ def _compute(user: Visitor) -> Viewer:
         return ANONYMOUS
     roles: dict[int, set[str]] = {}
     chaired_round_ids: set[int] = set()
-    for pk, role in compiled.rows("accounts.viewer.memberships", _memberships, {compiled.USER: user.pk}):
-        if role == _CHAIR:
+    rows = getattr(user, _MEMBERSHIPS_ATTRIBUTE, None)  # getattr: request.user is a lazy object around it
+    if rows is None:
+        rows = compiled.rows("accounts.viewer.memberships", _memberships, {compiled.USER: user.pk})
+    for pk, role in rows:
+        if role == CHAIR:
             chaired_round_ids.add(pk)
         else:
             roles.setdefault(pk, set()).add(role)
@@ -87,11 +93,17 @@ def _compute(user: Visitor) -> Viewer:
     )
 
 
+def keep_memberships(user: User, rows: list[tuple[int, str]]) -> None:
+    """Memberships read with the user (rows as `_memberships` gives them), for the user's viewer to use
+    instead of asking."""
+    setattr(user, _MEMBERSHIPS_ATTRIBUTE, rows)
+
+
 def _memberships() -> QuerySet[Any]:
     """Memberships and chaired rounds in one round trip (every signed-in request pays it): chaired rounds come
-    as (round id, _CHAIR), a value no membership role takes. Built once per process (core.compiled)."""
+    as (round id, CHAIR), a value no membership role takes. Built once per process (core.compiled)."""
     chaired = Round.chairs.through.objects.filter(user_id=compiled.USER).order_by().values_list(
-        "round_id", Value(_CHAIR, output_field=CharField()))
+        "round_id", Value(CHAIR, output_field=CharField()))
     return Membership.objects.filter(user_id=compiled.USER).order_by().values_list(
         "organization_id", "role").union(chaired, all=True)
 
@@ -112,9 +124,11 @@ class ViewerMiddleware:
 
 
 def forget_viewer(user: Visitor) -> None:
-    """Drop a kept viewer after the user's memberships or chairs changed during the request."""
-    with contextlib.suppress(AttributeError):
-        delattr(user, _CACHE_ATTRIBUTE)
+    """Drop a kept viewer after the user's memberships or chairs changed during the request, and the
+    memberships read with the session: the next viewer asks the database."""
+    for attribute in (_CACHE_ATTRIBUTE, _MEMBERSHIPS_ATTRIBUTE):
+        with contextlib.suppress(AttributeError):
+            delattr(user, attribute)
 
 
 def signed_in(request: HttpRequest) -> User:

@@ -24,6 +24,7 @@ from accounts.forms import (
     ThrottledPasswordResetForm,
 )
 from accounts.models import ApiToken, Membership
+from accounts.sessions import BACKEND as SIGN_IN_BACKEND
 from accounts.viewer import signed_in
 from core import ratelimit
 from core.errors import Refusal
@@ -74,7 +75,7 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
             elif form.is_valid():
                 user = services.invitation_accept(token=token, username=form.cleaned_data["username"],
                                                   password=form.cleaned_data["password"])
-                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                login(request, user, backend=SIGN_IN_BACKEND)
             else:
                 user = None
         except Refusal as refusal:

@@ -224,9 +224,7 @@ class Made:
 def generate(total: int, seed: int = 7) -> Made:
     """`total` current, verified results in ROUNDS published rounds; every denormalized column filled as the
     importer fills it. One result gets runs with evaluation curves (the per-result charts)."""
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-    from django.contrib.sessions.backends.db import SessionStore
+    from django.contrib.auth import get_user_model
     from django.db import transaction
     from django.utils import timezone
 
@@ -318,14 +316,27 @@ def generate(total: int, seed: int = 7) -> Made:
             for p in range(5)])
         user = get_user_model().objects.create_user("bench-member")  # no password: the session signs it in
         membership_add(user=user, organization=orgs[1], role=Membership.Role.SUBMITTER)
-    session = SessionStore()
+    return Made(results=result_id, newest=newest, newest_results=systems_per_round * len(BENCHMARKS),
+                shown_result=shown, cookie=session_cookie(user), seconds=time.perf_counter() - started)
+
+
+def session_cookie(user: Any) -> str:
+    """A cookie of a new session signing `user` in, as a sign-in makes it: the site's session engine and
+    the backend that signs people in (which the site's get_user accepts)."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.utils.module_loading import import_string
+
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
     session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    # The first backend that can sign in a session, as Django's test client picks it.
+    session[BACKEND_SESSION_KEY] = next(path for path in settings.AUTHENTICATION_BACKENDS
+                                        if hasattr(import_string(path), "get_user"))
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.create()
-    return Made(results=result_id, newest=newest, newest_results=systems_per_round * len(BENCHMARKS),
-                shown_result=shown, cookie=f"{settings.SESSION_COOKIE_NAME}={session.session_key}",
-                seconds=time.perf_counter() - started)
+    return f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
 
 
 def urls(made: Made) -> dict[str, str]:

@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.browse import API_QUERY, bench_database, load_triple  # noqa: E402
+from bench.browse import API_QUERY, bench_database, load_triple, session_cookie  # noqa: E402
 from bench.gc_pauses import GcPauses  # noqa: E402
 
 PATH = f"/api/v1/results/?{API_QUERY}"
@@ -248,17 +248,9 @@ def _exists(database: object) -> bool:
 
 def _existing_cookie() -> str:
     """A fresh session for the bench member of a kept database."""
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-    from django.contrib.sessions.backends.db import SessionStore
+    from django.contrib.auth import get_user_model
 
-    user = get_user_model().objects.get(username="bench-member")
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    return f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
+    return session_cookie(get_user_model().objects.get(username="bench-member"))
 
 
 if __name__ == "__main__":

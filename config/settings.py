@@ -58,7 +58,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Django's, with the user read in the session's own statement (accounts.sessions).
+    "accounts.sessions.AuthenticationMiddleware",
     "accounts.viewer.ViewerMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # After the ones the refusal page's context reads (the user, the messages), before every view.
@@ -294,6 +295,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-litter": {"task": "ingest.cleanup.sweep_litter", "schedule": 900.0},
     "sweep-submissions": {"task": "ingest.tasks.sweep_submissions", "schedule": 30.0},
     "sweep-leases": {"task": "runners.tasks.sweep_leases", "schedule": 15.0},
+    # Sessions past their expiry date, which Django leaves in the table.
+    "sweep-sessions": {"task": "accounts.tasks.sweep_sessions", "schedule": 3600.0},
 }
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -302,7 +305,9 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "podium@localhost")
 LOGIN_URL = "/accounts/login/"
 # Sign-in and password reset throttles (accounts.throttles, docs/operating.md): per account and per
 # client address, in fixed windows. The first backend refuses a throttled attempt before any password check.
-AUTHENTICATION_BACKENDS = ["accounts.throttles.SignInThrottleBackend", "django.contrib.auth.backends.ModelBackend"]
+# ModelBackend's sign-in, with the signed-in user read with the session (accounts.sessions, SESSION_ENGINE).
+AUTHENTICATION_BACKENDS = ["accounts.throttles.SignInThrottleBackend", "accounts.sessions.SessionUserBackend"]
+SESSION_ENGINE = "accounts.sessions"
 PODIUM_LOGIN_WINDOW = env_int("PODIUM_LOGIN_WINDOW", 900, minimum=60)
 PODIUM_LOGIN_FAILURES_PER_ACCOUNT = env_int("PODIUM_LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
 PODIUM_LOGIN_FAILURES_PER_ADDRESS = env_int("PODIUM_LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)

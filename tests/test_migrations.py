@@ -99,3 +99,43 @@ def test_moving_catalog_and_organizations_keeps_every_row():
     assert {"catalog_round", "catalog_round_chairs", "accounts_organization", "accounts_auditevent"} <= set(
         table_names)
     assert "leaderboard_round" not in table_names
+
+
+@pytest.mark.django_db(transaction=True)
+def test_moving_sessions_to_accounts_signs_nobody_out_and_moving_back_neither():
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.db import SessionStore as DjangoStore
+    from django.contrib.sessions.models import Session as DjangoSession
+    from django.test import Client
+
+    from accounts.models import Session
+
+    _migrate([("accounts", "0003_organization_auditevent_tables")])
+    alice = User.objects.create_user("alice", password="x" * 20)
+    signed_in = DjangoStore()
+    signed_in.update({SESSION_KEY: str(alice.pk), BACKEND_SESSION_KEY: "django.contrib.auth.backends.ModelBackend",
+                      HASH_SESSION_KEY: alice.get_session_auth_hash()})
+    signed_in.create()
+    anonymous = DjangoStore()
+    anonymous["theme"] = "dark"
+    anonymous.create()
+    forged = DjangoSession.objects.create(session_key="f" * 32, session_data="not signed data",
+                                          expire_date=signed_in.get_expiry_date())
+
+    _migrate([("accounts", "0004_session")])
+    moved = {row.session_key: row for row in Session.objects.all()}
+    assert set(moved) == {signed_in.session_key, anonymous.session_key}  # the forged one signs nobody in
+    assert moved[signed_in.session_key].user_id == alice.pk and moved[anonymous.session_key].user_id is None
+    assert not DjangoSession.objects.exists()
+    client = Client()
+    client.cookies["sessionid"] = signed_in.session_key
+    assert client.get("/accounts/tokens/").status_code == 200  # a signed-in page, not a redirect to sign in
+
+    _migrate([("accounts", "0003_organization_auditevent_tables")])
+    back = DjangoStore(signed_in.session_key)
+    assert back[SESSION_KEY] == str(alice.pk)
+    assert back[BACKEND_SESSION_KEY] == "django.contrib.auth.backends.ModelBackend"
+    assert DjangoStore(anonymous.session_key)["theme"] == "dark"
+    assert forged.session_key not in {s.session_key for s in DjangoSession.objects.all()}
+    _migrate(_latest())
