@@ -28,6 +28,9 @@ from ingest.storage import sha256_file
 # What a backup holds of the database: the apps' own rows and the users and groups they point at.
 # Content types, permissions, sessions and the admin's log are rebuilt or do not matter.
 APPS = ("auth.user", "auth.group", "catalog", "accounts", "ingest", "reviews", "runners")
+# Sessions live in accounts but are not kept: a session key is a bearer credential, which a backup file
+# must not carry, and people sign in again after a restore.
+EXCLUDED = ("accounts.Session",)
 MANIFEST = "manifest.json"
 DATABASE = "database.json"
 
@@ -50,7 +53,7 @@ def _counts() -> dict[str, int]:
         if "." in label:
             models.append(apps.get_model(label))
         else:
-            models += list(apps.get_app_config(label).get_models())
+            models += [m for m in apps.get_app_config(label).get_models() if m._meta.label not in EXCLUDED]
     return {m._meta.label: m._default_manager.count() for m in models}
 
 
@@ -60,7 +63,8 @@ def backup_write(target: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp) / DATABASE
         with transaction.atomic():  # one consistent view of the rows and their counts
-            call_command("dumpdata", *APPS, natural_foreign=True, indent=None, output=str(dump), verbosity=0)
+            call_command("dumpdata", *APPS, exclude=list(EXCLUDED), natural_foreign=True, indent=None,
+                         output=str(dump), verbosity=0)
             counts = _counts()
         files: dict[str, str] = {}
         with tarfile.open(target, "w") as archive:
