@@ -227,3 +227,17 @@ def test_a_stored_session_decodes_through_the_model_as_through_the_store() -> No
     people = make_people()
     key = _store(people.carol).session_key
     assert Session.objects.get(session_key=key).get_decoded()[SESSION_KEY] == str(people.carol.pk)
+
+
+def test_changing_ones_password_keeps_this_session_signed_in_and_signs_the_others_out() -> None:
+    people = make_people()
+    here, elsewhere = Client(), Client()
+    for client in (here, elsewhere):
+        assert client.login(username="alice", password=PASSWORD)
+    new_password = "a-wholly-new-password-42"
+    response = here.post("/accounts/password_change/", {
+        "old_password": PASSWORD, "new_password1": new_password, "new_password2": new_password})
+    assert response.status_code == 302
+    assert here.get(MEMBERS_PAGE).status_code == 200
+    assert Session.objects.get(session_key=here.session.session_key).user_id == people.alice.pk
+    assert elsewhere.get(MEMBERS_PAGE).status_code == 302  # to the sign-in page
