@@ -194,6 +194,11 @@ class Session(AbstractBaseSession):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
                              related_name="+", db_constraint=False)
 
+    def __str__(self) -> str:
+        # Never the key: it is a bearer credential, and the admin prints a user's sessions by this text on
+        # the page confirming the user's deletion (to anyone allowed to delete users).
+        return f"session of user {self.user_id or 'nobody'}, expires {self.expire_date:%Y-%m-%d %H:%M}"
+
     @classmethod
     def get_session_store_class(cls) -> type:
         # The site's engine (accounts.sessions, which imports this module), found by its setting's name.

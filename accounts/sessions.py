@@ -135,6 +135,12 @@ class SessionStore(DatabaseStore):
         instance.user_id = _user_id(data)
         return instance
 
+    async def acreate_model_instance(self, data: dict[str, Any]) -> Session:
+        instance = await super().acreate_model_instance(data)
+        assert isinstance(instance, Session)
+        instance.user_id = _user_id(data)
+        return instance
+
     def _get_session_from_db(self) -> Session | None:
         self.signed_in_user = None
         key = self.session_key

@@ -54,6 +54,18 @@ class _Preparing(ServerBindingCursor):
             if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
                 raise  # inside a transaction, which the error ended: the caller's to handle
             return super().execute(query, params, prepare=False)
+        except errors.FeatureNotSupported:
+            # "cached plan must not change result type": a column the statement reads changed its type
+            # since this connection prepared it (a migration run while the site serves), and PostgreSQL
+            # refuses the kept statement on every run until it is deallocated. (Any other unsupported
+            # feature fails the run below again and is the caller's.)
+            if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                raise  # the transaction's rollback deallocates them all (psycopg sends DEALLOCATE ALL then)
+            log.info("A prepared statement's result type changed (a migration?): this connection's prepared "
+                     "statements are deallocated and prepared again.")
+            # psycopg forgets its own prepared statements when it sees DEALLOCATE ALL run.
+            self.connection.execute("DEALLOCATE ALL")
+            return super().execute(query, params, prepare=True)
 
 
 # A statement run this many times is never prepared by psycopg on its own: only those asked for are.

@@ -11,7 +11,7 @@ from importlib import import_module
 import pytest
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, Permission, User
 from django.db import connection
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
@@ -242,3 +242,28 @@ def test_changing_ones_password_keeps_this_session_signed_in_and_signs_the_other
     assert here.get(MEMBERS_PAGE).status_code == 200
     assert Session.objects.get(session_key=here.session.session_key).user_id == people.alice.pk
     assert elsewhere.get(MEMBERS_PAGE).status_code == 302  # to the sign-in page
+
+
+def test_the_admin_page_deleting_a_user_never_shows_their_session_keys() -> None:
+    # The page lists what the deletion takes along, sessions too, by their text, to anyone who may delete users.
+    root = User.objects.create_superuser("root", "root@example.org", PASSWORD)
+    helper = User.objects.create_user("helper", "helper@example.org", PASSWORD, is_staff=True)
+    helper.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "delete_user"]))
+    victim, staff = Client(), Client()
+    victim.force_login(root)
+    staff.force_login(helper)
+    page = staff.get(f"/admin/auth/user/{root.pk}/delete/")
+    assert page.status_code == 200
+    assert f"session of user {root.pk}" in page.content.decode()  # listed, as what the deletion removes
+    assert victim.session.session_key not in page.content.decode()
+
+
+def test_a_session_saved_through_the_async_api_keeps_its_users_id_too() -> None:
+    from asgiref.sync import async_to_sync
+
+    people = make_people()
+    session = SessionStore()
+    session.update({SESSION_KEY: str(people.bob.pk), BACKEND_SESSION_KEY: BACKEND,
+                    HASH_SESSION_KEY: people.bob.get_session_auth_hash()})
+    async_to_sync(session.acreate)()
+    assert Session.objects.get(session_key=session.session_key).user_id == people.bob.pk

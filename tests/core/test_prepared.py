@@ -4,11 +4,11 @@ their values, errors as Django's, and a plain cursor where turned off or on anot
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.db import DataError, ProgrammingError, connection, transaction
+from django.db import DataError, NotSupportedError, ProgrammingError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from core import prepared
@@ -138,3 +138,58 @@ def test_other_databases_get_a_plain_cursor() -> None:
     with prepared.cursor(connection) as cursor:
         cursor.execute("SELECT %s + 1", [41])
         assert cursor.fetchone()[0] == 42
+
+
+PROBE = "SELECT v, %s::integer FROM podium_prepared_probe -- podium-prepared-test"
+
+
+@pytest.fixture
+def probe_table() -> Iterator[Callable[[int], list[tuple[str, int]]]]:
+    """A table whose column a migration (another connection) changes the type of, and a prepared read of it."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE podium_prepared_probe (v varchar(10))")
+        cursor.execute("INSERT INTO podium_prepared_probe VALUES ('a')")
+
+    def read(value: int) -> list[tuple[str, int]]:
+        with prepared.cursor(connection) as cursor:
+            cursor.execute(PROBE, [value])
+            return cursor.fetchall()
+
+    yield read
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE podium_prepared_probe")
+
+
+def _widen_the_column_elsewhere() -> None:
+    import psycopg
+
+    settings_dict = connection.settings_dict
+    with psycopg.connect(dbname=settings_dict["NAME"], user=settings_dict["USER"], host=settings_dict["HOST"],
+                         port=settings_dict["PORT"] or 5432, autocommit=True) as other:
+        other.execute("ALTER TABLE podium_prepared_probe ALTER COLUMN v TYPE varchar(20)")
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)  # the table is changed from another connection, as a migration would
+def test_a_column_whose_type_changed_meanwhile_gets_the_statement_prepared_again(refusals: None,
+                                                                                  probe_table: Any) -> None:
+    """A migration run while the site serves changes a column type under a statement a connection prepared:
+    PostgreSQL then refuses the kept statement ("cached plan must not change result type") on every run
+    until it is deallocated. It is, once, and prepared again; nothing else stops being prepared."""
+    assert [probe_table(1), probe_table(2)] == [[("a", 1)], [("a", 2)]]
+    _widen_the_column_elsewhere()
+    assert [probe_table(3), probe_table(4)] == [[("a", 3)], [("a", 4)]]
+    assert not prepared._refused
+    assert [row for row in _prepared_here() if "podium-prepared-test" in row[0]]  # prepared again
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_a_changed_type_is_the_caller_s_and_the_next_run_prepares_again(
+        refusals: None, probe_table: Any) -> None:
+    probe_table(1)
+    _widen_the_column_elsewhere()
+    with pytest.raises(NotSupportedError), transaction.atomic():
+        probe_table(2)
+    assert probe_table(3) == [("a", 3)]  # the rollback deallocated the statement
+    assert not prepared._refused
