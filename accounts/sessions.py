@@ -60,6 +60,13 @@ def _user_id(data: dict[str, Any]) -> int | None:
     return None
 
 
+def _with_user(instance: Any, data: dict[str, Any]) -> Session:
+    """A session row about to be saved (sync or async), with the column copied from its data."""
+    assert isinstance(instance, Session)  # get_model_class's
+    instance.user_id = _user_id(data)
+    return instance
+
+
 class _Statement:
     """The one read, its SQL built once per process and database from the models' own names, with each
     column's converters (SQLite keeps dates as text and booleans as integers) as the ORM applies them."""
@@ -130,16 +137,10 @@ class SessionStore(DatabaseStore):
         return Session
 
     def create_model_instance(self, data: dict[str, Any]) -> Session:
-        instance = super().create_model_instance(data)
-        assert isinstance(instance, Session)  # get_model_class's
-        instance.user_id = _user_id(data)
-        return instance
+        return _with_user(super().create_model_instance(data), data)
 
     async def acreate_model_instance(self, data: dict[str, Any]) -> Session:
-        instance = await super().acreate_model_instance(data)
-        assert isinstance(instance, Session)
-        instance.user_id = _user_id(data)
-        return instance
+        return _with_user(await super().acreate_model_instance(data), data)
 
     def _get_session_from_db(self) -> Session | None:
         self.signed_in_user = None
