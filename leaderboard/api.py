@@ -23,6 +23,7 @@ from django.core.cache import cache as django_cache
 from django.core.paginator import InvalidPage
 from django.core.paginator import Paginator as DjangoPaginator
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, OuterRef, Q, QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -877,9 +878,9 @@ class ResultRows:
                 listing = reverse("api:run-list" if name == "runs_url" else "api:finding-list")
                 fields.append(api_sql.Field(name, "query_link", "id", f"{listing}?result="))
             elif convert is self.official:
-                fields.append(api_sql.Field(name, "column", "official"))  # annotated by ResultApi.list_page
+                fields.append(api_sql.Field(name, "boolean", "official"))  # annotated by rows_query
             elif convert is None:
-                fields.append(api_sql.Field(name, "column", column))
+                fields.append(api_sql.Field(name, _sql_kind(column), column))
             elif convert is _iso_datetime:
                 fields.append(api_sql.Field(name, "iso", column))
             else:
@@ -925,6 +926,28 @@ class ResultRows:
                     item[name] = convert(value)
             out.append(item)
         return out
+
+
+# Django's column types that api_sql writes by type instead of through to_json (same text, less work).
+_SQL_KINDS: dict[str, api_sql.Kind] = {
+    **dict.fromkeys(("AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
+                     "SmallIntegerField", "PositiveIntegerField", "PositiveSmallIntegerField",
+                     "PositiveBigIntegerField"), "integer"),
+    "FloatField": "float",
+    "BooleanField": "boolean",
+}
+
+
+def _sql_kind(column: str) -> api_sql.Kind:
+    """How api_sql writes a values() column of Result (`round__slug`, `superseded_by_id`): by its type."""
+    model: Any = Result
+    *relations, name = column.split(LOOKUP_SEP)
+    for relation in relations:
+        model = model._meta.get_field(relation).related_model
+    field = model._meta.get_field(name)
+    if field.is_relation:
+        field = field.target_field
+    return _SQL_KINDS.get(field.get_internal_type(), "column")
 
 
 @functools.cache
