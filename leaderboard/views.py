@@ -18,7 +18,6 @@ from leaderboard.table import (
     CATEGORIES,
     DIVISIONS,
     SYSTEM_TYPES,
-    Choices,
     TableView,
     build_choices,
     build_table,
@@ -36,31 +35,32 @@ ROUND_PAGE_VARIANTS = 200
 def round_table(request: HttpRequest, slug: str) -> HttpResponse:
     round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
     view = TableView.from_query(request.GET)
+    is_chair = viewer_of(request.user).chairs(round_.pk)
 
-    def render_table(choices: Choices) -> str:
-        table = build_table(round_, view, request.user, request.GET, offered=choices.benchmarks)
-        return render_to_string("leaderboard/_round_table.html", {"table": table})
-
-    def render_page() -> str:
+    def render_content() -> str:
         choices = build_choices(round_, request.user)
-        if request.user.is_authenticated:
-            # The page around it is the visitor's own (their name, a one-time message); the table is what
-            # their grant shows, kept as the anonymous page is (its cells and rows were most of a signed-in
-            # visit's ~13 ms).
-            table_html = cache.cached_for(request.user, "round-table", (slug, request.GET.urlencode()),
-                                          lambda: render_table(choices), round_id=round_.pk,
-                                          variants=ROUND_PAGE_VARIANTS)
-        else:
-            table_html = render_table(choices)
-        return render_to_string("leaderboard/round.html", {
-            "round": round_, "view": view, "table_html": table_html, "metrics": METRICS,
+        table = build_table(round_, view, request.user, request.GET, offered=choices.benchmarks)
+        return render_to_string("leaderboard/_round_content.html", {
+            "round": round_, "view": view, "metrics": METRICS,
+            "table_html": render_to_string("leaderboard/_round_table.html", {"table": table}),
             "facets": [("division", "Division", DIVISIONS), ("category", "Category", CATEGORIES),
                        ("system_type", "System type", SYSTEM_TYPES)],
-            "choices": choices, "view_query": view_query(request.GET).urlencode(),
-            "is_chair": viewer_of(request.user).chairs(round_.pk),
+            "choices": choices, "view_query": view_query(request.GET).urlencode(), "is_chair": is_chair,
             "chips": active_chips(request.GET, view, choices), "clear_url": clear_url(request.GET),
             "compare_min": MIN_RESULTS, "compare_max": MAX_RESULTS,
-        }, request=request)
+        })
+
+    def render_page() -> str:
+        if request.user.is_authenticated:
+            # Only the page around it is the visitor's own (their name, notifications, a one-time message):
+            # the content (filter bar, table) is what their grant shows, kept as the anonymous page is. Its
+            # filter bar and table were most of a signed-in visit's time (bench/profile_api.py --path).
+            content_html = cache.cached_for(request.user, "round-content", (slug, request.GET.urlencode(), is_chair),
+                                            render_content, round_id=round_.pk, variants=ROUND_PAGE_VARIANTS)
+        else:
+            content_html = render_content()
+        return render_to_string("leaderboard/round.html", {"round": round_, "content_html": content_html},
+                                request=request)
 
     # A visitor who is signed in may see embargoed results of their own (never shared), and a page
     # carrying a one-time message is personal: only the plain anonymous page is kept.

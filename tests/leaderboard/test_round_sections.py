@@ -8,6 +8,7 @@ own bumps can move a key."""
 from __future__ import annotations
 
 import re
+from unittest import mock
 
 import pytest
 from django.contrib import admin
@@ -247,3 +248,29 @@ def test_a_round_tables_kept_rows_reach_only_visitors_granted_as_much() -> None:
     assert _client(people.dave).get(path).status_code == 404
     page = _client(people.bob).get(path).content.decode()
     assert "bob" in page and "alice" not in page  # the page around the kept table is Bob's own
+
+
+def test_a_round_pages_content_is_built_once_per_grant_and_the_page_around_it_per_visitor() -> None:
+    """Signed in, the filter bar and the table are kept per grant (and chair or not); the page around them
+    (the visitor's name) is rendered for each visitor."""
+    from leaderboard import views
+
+    data = Data()
+    people = data.people
+    data.newest.chairs.add(people.chair)
+    path = f"/rounds/{data.newest.slug}/?division=closed"
+
+    def content(html: str) -> str:
+        return html.split("<h1>", 1)[1].split('id="badge-legend"', 1)[0]
+
+    with (mock.patch.object(views, "build_choices", wraps=views.build_choices) as choices,
+          mock.patch.object(views, "build_table", wraps=views.build_table) as table):
+        alice, alice_again, bob = (_client(user).get(path).content.decode()
+                                   for user in (people.alice, people.alice, people.bob))
+        assert choices.call_count == table.call_count == 1  # Bob is granted what Alice is
+        chair = _client(people.chair).get(path).content.decode()
+        assert choices.call_count == table.call_count == 2  # the chair's grant is another
+    assert content(alice) == content(alice_again) == content(bob)
+    assert "alice" in alice and "alice" not in bob and "bob" in bob
+    assert "Review dashboard" in chair and "Review dashboard" not in alice
+    assert 'value="closed" selected' in content(bob)  # the visitor's filters are in the kept content
