@@ -40,6 +40,7 @@ from ingest.visibility import (
 )
 from leaderboard.addresses import template
 from leaderboard.cache import kept_by_round, round_dates
+from leaderboard.header import header
 
 
 @dataclass(frozen=True)
@@ -417,13 +418,11 @@ def persona_links(user: Visitor) -> list[NavLink]:
         links.append(NavLink("Submit", reverse("ingest:upload"), "submit"))
     if viewer.organization_ids() or viewer.is_staff:
         links.append(NavLink("My submissions", reverse("ingest:submissions"), "submit"))
-    chaired = Round.objects.filter(pk__in=viewer.chaired_round_ids) if not viewer.is_staff else \
-        Round.objects.in_review()
-    for round_ in chaired.order_by("-submission_deadline")[:5]:
-        links.append(NavLink(f"Review {round_.name}", reverse("reviews:dashboard", args=[round_.slug]), "review"))
-    for organization in Organization.objects.filter(pk__in=viewer.organization_ids()).order_by("name"):
-        links.append(NavLink(f"{organization.name} members", reverse("accounts:members", args=[organization.slug]),
-                             "organization"))
+    read = header(user)  # one statement with the unread count the page shows too
+    for name, slug in read.chaired:
+        links.append(NavLink(f"Review {name}", reverse("reviews:dashboard", args=[slug]), "review"))
+    for name, slug in read.organizations:
+        links.append(NavLink(f"{name} members", reverse("accounts:members", args=[slug]), "organization"))
     if viewer.is_staff:
         links.append(NavLink("Runners", reverse("runners:operators"), "operate"))
     links.append(NavLink("API tokens", reverse("accounts:tokens"), "account"))

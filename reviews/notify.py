@@ -51,10 +51,6 @@ def notify_organization(*, organization: Organization, text: str, url: str = "",
     return notify_users(users=users, text=text, url=url, subject=subject, detail=detail)
 
 
-def unread_count(user: User) -> int:
-    return Notification.objects.filter(user=user, read_at__isnull=True).count()
-
-
 @transaction.atomic
 def notifications_seen(*, user: User) -> int:
     """Mark the user's unread notifications read; how many were. Not audited: a read receipt changes
