@@ -22,6 +22,8 @@ from typing import Any
 from django.db import connections
 from django.db.models import QuerySet
 
+from core import prepared
+
 PLACEHOLDER_IDS = tuple(range(-987_654_301, -987_654_401, -1))  # a hundred distinct ids no row has
 PLACEHOLDER_NOW = datetime.datetime(1901, 2, 3, 4, 5, 6, 789_012, tzinfo=datetime.UTC)
 
@@ -30,11 +32,14 @@ _kept: dict[tuple[Hashable, ...], tuple[str, list[Any], list[Any]]] = {}
 
 
 def rows(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, Any],
-         using: str = "default") -> list[tuple[Any, ...]]:
+         using: str = "default", *, prepare: bool = False) -> list[tuple[Any, ...]]:
     """The rows of `build()` (a values_list queryset built with placeholders), with each placeholder
-    replaced by `values[placeholder]`. `name` names the query's shape (with its IN lists' lengths)."""
+    replaced by `values[placeholder]`. `name` names the query's shape (with its IN lists' lengths).
+    `prepare`: PostgreSQL parses and plans it once per connection (core.prepared: only for a query whose
+    best plan does not depend on the values)."""
     sql, given = statement(name, build, values, using)
-    with connections[using].cursor() as cursor:
+    connection = connections[using]
+    with prepared.cursor(connection) if prepare else connection.cursor() as cursor:
         cursor.execute(sql, given)
         return [tuple(row) for row in cursor.fetchall()]
 

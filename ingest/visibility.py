@@ -71,9 +71,9 @@ def _grant(user: Visitor | Viewer, now: datetime.datetime) -> _Grant:
     orgs = viewer.organization_ids()
     # Chairs keep seeing their rounds after publication: a result held back by an undecided flag is
     # hidden from the public, and only a chair can decide it.
-    chaired = Round.objects.filter(pk__in=viewer.chaired_round_ids, submission_deadline__lte=now)
     rounds = _reviewed_rounds(orgs, now) if orgs else set()
-    if viewer.chaired_round_ids:
+    if viewer.chaired_round_ids:  # most visitors chair nothing: no queryset built for them
+        chaired = Round.objects.filter(pk__in=viewer.chaired_round_ids, submission_deadline__lte=now)
         rounds |= set(chaired.values_list("id", flat=True))
     return _Grant(organizations=orgs, rounds=frozenset(rounds))
 
@@ -93,8 +93,10 @@ def _reviewed_rounds(organizations: frozenset[int], now: datetime.datetime) -> s
         return set(_submitted_to_rounds_in_review(organizations, now))
     slots = compiled.ids(len(organizations))
     values: dict[Any, Any] = {compiled.PLACEHOLDER_NOW: now, **dict(zip(slots, sorted(organizations), strict=True))}
+    # Prepared: the rounds (a few dozen) joined to their submissions by organization, one plan for any values.
     found = compiled.rows(("ingest.visibility.reviewed_rounds", len(slots)),
-                          lambda: _submitted_to_rounds_in_review(slots, compiled.PLACEHOLDER_NOW), values)
+                          lambda: _submitted_to_rounds_in_review(slots, compiled.PLACEHOLDER_NOW), values,
+                          prepare=True)
     return {row[0] for row in found}
 
 

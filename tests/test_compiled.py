@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -60,6 +61,10 @@ def test_the_rounds_in_review_read_once_built_match_the_orm_at_every_date(phase:
             assert reviewed == set(_submitted_to_rounds_in_review(orgs, now))
             found |= reviewed
     assert other.pk in found  # the comparison saw rounds, not only empty answers
+    if connection.vendor == "postgresql":  # every signed-in request asks: parsed and planned once per connection
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            assert any('"ingest_submission"' in statement for (statement,) in cursor.fetchall())
 
 
 def test_a_viewer_read_once_built_has_the_memberships_and_chairs_of_the_orm() -> None:
