@@ -43,17 +43,19 @@ NOBODY = Header([], [], 0)
 
 @functools.lru_cache(maxsize=64)
 def _statement(organizations: int, chaired: int, vendor: str) -> str:
-    """Kind (0 organization, 1 chaired round, 2 the unread count), name, slug, the two sort keys, the count."""
+    """Kind (0 organization, 1 chaired round, 2 the unread count), name, slug, the two sort keys, the count.
+    The count's NULLs are typed: PostgreSQL types a UNION's columns branch by branch, and two untyped NULLs
+    make text, which the count's bigint does not match."""
     q = connection.ops.quote_name
     branches = []
     if organizations:
         marks = ", ".join(["%s"] * organizations)
         branches.append(f"SELECT 0 AS kind, {q('name')} AS name, {q('slug')} AS slug, {q('name')} AS by_name, "
-                        f"NULL AS deadline, NULL AS unread FROM {q(Organization._meta.db_table)} "
+                        f"NULL AS deadline, CAST(NULL AS BIGINT) AS unread FROM {q(Organization._meta.db_table)} "
                         f"WHERE {q('id')} IN ({marks})")
     if chaired:
         marks = ", ".join(["%s"] * chaired)
-        branches.append(f"SELECT 1, {q('name')}, {q('slug')}, NULL, {q('submission_deadline')}, NULL "
+        branches.append(f"SELECT 1, {q('name')}, {q('slug')}, NULL, {q('submission_deadline')}, CAST(NULL AS BIGINT) "
                         f"FROM {q(Round._meta.db_table)} WHERE {q('id')} IN ({marks})")
     branches.append(f"SELECT 2, NULL, NULL, NULL, NULL, COUNT(*) FROM {q(Notification._meta.db_table)} "
                     f"WHERE {q('user_id')} = %s AND {q('read_at')} IS NULL")

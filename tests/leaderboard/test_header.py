@@ -70,6 +70,12 @@ def test_review_links_are_the_chaired_rounds_newest_deadline_first_at_most_five(
     links = [link for link in _links(_client(people.chair).get("/").content.decode()) if link.startswith("Review ")]
     assert links == [f"Review Chaired {n}" for n in (6, 5, 4, 3, 2)]
     assert not [link for link in _links(_client(people.alice).get("/").content.decode()) if link.startswith("Review")]
+    # A member who chairs too: all three parts in the one statement.
+    chaired.chairs.add(people.alice)
+    Notification.objects.create(user=people.alice, text="one")
+    html = _client(people.alice).get("/").content.decode()
+    assert "Review Chaired 6" in _links(html) and "Larkspur Compute members" in _links(html)
+    assert 'title="1 unread">1<' in html
 
 
 def test_staff_see_the_rounds_in_review() -> None:
