@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from django.db import router
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
+from accounts import viewer, with_user
 from accounts.models import ApiToken
 
 # last_used_at is for the owner's token list, not an audit trail: one write a minute is plenty.
@@ -34,7 +36,7 @@ class ApiTokenAuthentication(BaseAuthentication):
         except UnicodeDecodeError:
             raise AuthenticationFailed("The token contains characters a token never has.") from None
         parts = ApiToken.split(raw)
-        token = ApiToken.objects.select_related("user").filter(prefix=parts[0]).first() if parts else None
+        token = _token_with_user(parts[0]) if parts else None
         if token is None or parts is None or not token.matches(parts[1]):
             raise AuthenticationFailed("Unknown token.")
         if not token.is_active():
@@ -48,6 +50,25 @@ class ApiTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+def _token_statement(alias: str) -> with_user.Statement:
+    return with_user.Statement(alias, list(ApiToken._meta.concrete_fields), "user_id", [("prefix", "=")])
+
+
+def _token_with_user(prefix: str) -> ApiToken | None:
+    """The token of `prefix` with its user, and that user's memberships and chaired rounds, in one statement
+    (accounts.with_user), where the ORM read the token and its user, then the memberships, once for each
+    viewer asked for; the user's viewer is kept on it for the request. None when no token has the prefix."""
+    alias = router.db_for_read(ApiToken)
+    statement = with_user.statement("api-token", alias, _token_statement)
+    read = statement.run([prefix])
+    if read is None or read.user is None:  # the user's foreign key is a constraint: a token always has one
+        return None
+    token = ApiToken.from_db(alias, statement.lead_names, read.lead)
+    token.user = read.user
+    viewer.keep_viewer(read.user)
+    return token
 
 
 class TokenScopeAllows(BasePermission):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from importlib import import_module
@@ -95,6 +96,10 @@ class IssuedToken:
     secret: str  # shown to the user once; only its hash is stored
 
 
+# What a token's prefix is made of: PrefixedSecretToken.new_secret writes hex; letters of either case allowed.
+_POSSIBLE_PREFIX = re.compile(r"[0-9A-Za-z]{1,16}")
+
+
 class PrefixedSecretToken(models.Model):
     """A token `<PREFIX>_<prefix>_<secret>`: the prefix finds the row, only the secret's hash is stored."""
 
@@ -115,8 +120,11 @@ class PrefixedSecretToken(models.Model):
 
     @classmethod
     def split(cls, raw: str) -> tuple[str, str] | None:
+        """(prefix, secret) of a token's text; None for text no token has, among it a prefix that is not
+        what new_secret makes (hex, at most the column's 16 characters): a NUL in it failed PostgreSQL's
+        lookup (a server error, not a refused token)."""
         parts = raw.strip().split("_", 2)
-        if len(parts) != 3 or parts[0] != cls.PREFIX or not parts[1] or not parts[2]:
+        if len(parts) != 3 or parts[0] != cls.PREFIX or not _POSSIBLE_PREFIX.fullmatch(parts[1]) or not parts[2]:
             return None
         return parts[1], parts[2]
 

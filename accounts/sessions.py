@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextvars
 import re
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib import auth
@@ -30,15 +29,12 @@ from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAut
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
 from django.db import connections, router
-from django.db.models import Field
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 
-from accounts import viewer
-from accounts.models import Membership, Session
-from catalog.models import Round
-from core import prepared
+from accounts import with_user
+from accounts.models import Session
 
 BACKEND = "accounts.sessions.SessionUserBackend"
 
@@ -67,62 +63,10 @@ def _with_user(instance: Any, data: dict[str, Any]) -> Session:
     return instance
 
 
-class _Statement:
-    """The one read, its SQL built once per process and database from the models' own names, with each
-    column's converters (SQLite keeps dates as text and booleans as integers) as the ORM applies them."""
-
-    def __init__(self, alias: str) -> None:
-        connection = connections[alias]
-        quote = connection.ops.quote_name
-        chairs = Round.chairs.through._meta
-        user_fields: list[Field[Any, Any]] = list(User._meta.concrete_fields)
-        self.user_names = [field.attname for field in user_fields]
-        self.alias = alias
-        # One row per membership and chaired round (at least one: a LEFT JOIN), each with the session and
-        # user columns; the last two columns are what the viewer's own memberships query gives (an
-        # organization's id and a role, or a round's id and viewer.CHAIR).
-        self.sql = (
-            f"SELECT s.{quote('session_data')}, s.{quote('expire_date')}, "
-            + ", ".join(f"u.{quote(field.column)}" for field in user_fields)
-            + f", g.pk, g.role FROM {quote(Session._meta.db_table)} s"
-            f" LEFT JOIN {quote(User._meta.db_table)} u ON u.{quote(User._meta.pk.column)} = s.{quote('user_id')}"
-            f" LEFT JOIN (SELECT m.{quote('user_id')} AS user_id, m.{quote('organization_id')} AS pk,"
-            f" m.{quote('role')} AS role FROM {quote(Membership._meta.db_table)} m"
-            f" UNION ALL SELECT c.{quote('user_id')}, c.{quote('round_id')}, %s"
-            f" FROM {quote(chairs.db_table)} c) g ON g.user_id = u.{quote(User._meta.pk.column)}"
-            f" WHERE s.{quote('session_key')} = %s AND s.{quote('expire_date')} > %s"
-        )
-        fields: list[Field[Any, Any]] = [Session._meta.get_field("expire_date"), *user_fields]
-        self.converters: list[tuple[int, list[Callable[..., Any]], Any]] = []
-        for position, field in enumerate(fields, start=1):
-            column = field.get_col(field.model._meta.db_table)
-            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-            if found:
-                self.converters.append((position, found, column))
-
-    def run(self, session_key: str) -> list[list[Any]]:
-        connection = connections[self.alias]
-        now = connection.ops.adapt_datetimefield_value(timezone.now())
-        # By primary key: a plan that does not depend on the values, so it is prepared once per connection.
-        with prepared.cursor(connection) as cursor:
-            cursor.execute(self.sql, [viewer.CHAIR, session_key, now])
-            rows = [list(row) for row in cursor.fetchall()]
-        for row in rows[:1]:  # the session and user columns are the same in every row
-            for position, converters, column in self.converters:
-                for convert in converters:
-                    row[position] = convert(row[position], column, connection)
-        return rows
-
-
-_statements: dict[tuple[str, str], _Statement] = {}
-
-
-def _statement(alias: str) -> _Statement:
-    key = (alias, connections[alias].vendor)
-    found = _statements.get(key)
-    if found is None:
-        found = _statements[key] = _Statement(alias)
-    return found
+def _session_statement(alias: str) -> with_user.Statement:
+    # By the session's key, unexpired.
+    fields = [field for field in Session._meta.concrete_fields if field.name in ("session_data", "expire_date")]
+    return with_user.Statement(alias, fields, "user_id", [("session_key", "="), ("expire_date", ">")])
 
 
 class SessionStore(DatabaseStore):
@@ -148,20 +92,15 @@ class SessionStore(DatabaseStore):
         if key is None or not _POSSIBLE_KEY.fullmatch(key):
             self._session_key = None
             return None
-        statement = _statement(router.db_for_read(Session))
-        rows = statement.run(key)
-        if not rows:
+        alias = router.db_for_read(Session)
+        now = connections[alias].ops.adapt_datetimefield_value(timezone.now())
+        read = with_user.statement("session", alias, _session_statement).run([key, now])
+        if read is None:
             self._session_key = None
             return None
-        first = rows[0]
-        session = Session(session_key=key, session_data=first[0], expire_date=first[1])
-        names = statement.user_names
-        values = first[2:2 + len(names)]
-        if values[0] is not None:
-            user = User.from_db(statement.alias, names, values)
-            viewer.keep_memberships(user, [(row[-2], row[-1]) for row in rows if row[-2] is not None])
-            self.signed_in_user = user
-        return session
+        data, expires = read.lead
+        self.signed_in_user = read.user
+        return Session(session_key=key, session_data=data, expire_date=expires)
 
 
 class SessionUserBackend(ModelBackend):

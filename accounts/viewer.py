@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import CharField, QuerySet, Value
@@ -116,11 +116,16 @@ class ViewerMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        user = request.user
-        viewer = SimpleLazyObject(lambda: _compute(user))
-        setattr(user, _CACHE_ATTRIBUTE, viewer)
-        request.viewer = viewer  # type: ignore[attr-defined]
+        request.viewer = keep_viewer(request.user)  # type: ignore[attr-defined]
         return self.get_response(request)
+
+
+def keep_viewer(user: Visitor) -> Viewer:
+    """`user`'s viewer, computed at most once, on first use, and kept on the user object for as long as it
+    lives (a request's user: the session's, or an API token's), so that every helper given it finds it."""
+    viewer = cast(Viewer, SimpleLazyObject(lambda: _compute(user)))
+    setattr(user, _CACHE_ATTRIBUTE, viewer)
+    return viewer
 
 
 def forget_viewer(user: Visitor) -> None:

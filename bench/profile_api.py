@@ -60,6 +60,9 @@ def main() -> None:
     )
     parser.add_argument("--path", default=f"/api/v1/results/?{API_QUERY}",
                         help="another page to measure the same way (e.g. the newest round's table, /rounds/bench-r09/)")
+    parser.add_argument("--token", action="store_true",
+                        help="sign the member in with an API token (Authorization: Token ...), as the command-line "
+                             "client and scripts do, instead of a session cookie")
     parser.add_argument("--sql-width", type=int, default=150, help="characters of each query to print")
     parser.add_argument("--no-freeze", action="store_true",
                         help="leave what the process built at start to the garbage collector (a web process "
@@ -88,7 +91,7 @@ def main() -> None:
         from django.test import Client
         from django.test.utils import CaptureQueriesContext
 
-        client = Client(HTTP_COOKIE=cookie)
+        client = Client(**_credentials(cookie, token=args.token))
         for _ in range(20):  # the steady state: connection open, generation, dates and count cached
             response = client.get(PATH)
             assert response.status_code == 200, response.status_code
@@ -145,6 +148,19 @@ def main() -> None:
             stats = pstats.Stats(profiler).strip_dirs()
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
+
+
+def _credentials(cookie: str, *, token: bool) -> dict[str, str]:
+    """The test client's headers: the session cookie, or with `token` a new read token of the same member."""
+    if not token:
+        return {"HTTP_COOKIE": cookie}
+    from django.contrib.auth import get_user_model
+
+    from accounts.services import api_token_issue
+
+    member = get_user_model().objects.get(username="bench-member")
+    issued = api_token_issue(user=member, name="bench", scope="read", days=1)
+    return {"HTTP_AUTHORIZATION": f"Token {issued.secret}"}
 
 
 def _whole(client: Any) -> None:

@@ -212,6 +212,15 @@ def test_a_runner_token_is_good_only_on_the_agent_api(operator) -> None:
     assert APIClient().post("/api/agent/v1/claim", CPU, format="json").status_code == 401
 
 
+@pytest.mark.parametrize("prefix", ["ab\x00cd", "a" * 17, "ab%cd", "ab'cd"], ids=["nul", "too_long", "percent", "quote"])
+def test_a_runner_token_whose_prefix_no_token_has_is_refused_not_a_server_error(operator, prefix: str) -> None:
+    _, token = services.runner_create(name="runner-1", actor=operator)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer prn_{prefix}_{token.split('_', 2)[2]}")
+    # The test client re-raises a server error (before: PostgreSQL refused the NUL in its lookup).
+    assert client.post("/api/agent/v1/claim", CPU, format="json").status_code == 401
+
+
 def test_a_revoked_runner_token_is_refused(operator) -> None:
     client, runner = _agent(operator)
     services.runner_token_revoke(token=runner.tokens.get(), actor=operator)
