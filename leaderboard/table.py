@@ -13,12 +13,8 @@ URL per row.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import html
-import io
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -582,74 +578,3 @@ def _choices(round_: Round, user: Visitor) -> Choices:
     keys = {k for _, _, k in combos}
     return Choices(submitters=submitters, accelerators=accelerators,
                    benchmarks=[b for b in round_.benchmarks.all() if b.key in keys])
-
-
-# --- exports -------------------------------------------------------------------------------------------
-
-EXPORT_FIELDS = (
-    "round", "ruleset", "submitter", "system", "system_name", "benchmark", "division", "category", "system_type",
-    "accelerator_model", "accelerators", "hosts", "host_processors", "framework", "runs", "runs_compliant",
-    "raw_score", "scaling_factor", "scaling_source", "score", "verdict", "accelerator_minutes", "host_minutes",
-    "cloud_scale", "cloud_scale_minutes", "energy_kwh", "cost_to_train", "runs_cv", "url",
-)
-# The Result column behind each export field after round and ruleset (the round's own) and before url
-# (made from the id): all on Result, so a row is a tuple from one index-ordered query.
-_EXPORT_COLUMNS = (
-    "submitter", "system_slug", "system_name", "benchmark_key", "division", "category", "system_type",
-    "accelerator_model", "accelerator_count", "host_count", "host_processor_count", "framework", "runs_count",
-    "runs_compliant", "raw_score", "scaling_factor", "scaling_source", "score", "verdict", "accelerator_minutes",
-    "host_minutes", "cloud_scale", "cloud_scale_minutes", "energy_kwh", "cost_to_train", "runs_cv", "id",
-)
-DERIVED_NOTE = ("accelerator_minutes, host_minutes, cloud_scale(_minutes), energy_kwh, cost_to_train and runs_cv are "
-                "derived, not official scores")
-_CHUNK = 2000
-
-
-def export_tuples(round_: Round, view: TableView, user: Visitor, base_url: str = "") -> Iterator[tuple[Any, ...]]:
-    """One tuple per result of the current view (long format, EXPORT_FIELDS), the official score beside
-    derived figures; read in chunks (a server-side cursor on PostgreSQL), so memory does not grow with
-    the round. The order is the one an index holds (ingest.models: result_export_order)."""
-    results = filtered_results(round_, view, user)
-    if view.columns:
-        results = results.filter(benchmark_key__in=view.columns)
-    url = f"{base_url}{template('leaderboard:result')}"
-    head = (round_.slug, round_.ruleset)
-    ordered = results.order_by("division", "benchmark_key", "score", "submitter", "system_slug", "id")
-    for row in ordered.values_list(*_EXPORT_COLUMNS).iterator(chunk_size=_CHUNK):
-        yield (*head, *row[:-1], url.format(row[-1]))
-
-
-def _take(buffer: io.StringIO) -> str:
-    """What was written to the buffer since the last take, and the buffer emptied."""
-    text = buffer.getvalue()
-    buffer.seek(0)
-    buffer.truncate()
-    return text
-
-
-def export_csv(rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
-    # csv.writer writes straight into a StringIO (C to C): a Python-level sink cost a call per row.
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(EXPORT_FIELDS)
-    yield _take(buffer)
-    batch: list[tuple[Any, ...]] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) == 500:
-            writer.writerows(batch)
-            batch.clear()
-            yield _take(buffer)
-    writer.writerows(batch)
-    yield _take(buffer)
-
-
-def export_json(round_: Round, view_query_text: str, rows: Iterator[tuple[Any, ...]]) -> Iterator[str]:
-    """The same document as before streaming: round, view, derived_note, results (one object per row)."""
-    head = json.dumps({"round": round_.slug, "view": view_query_text, "derived_note": DERIVED_NOTE}, indent=1)
-    yield head[:-2] + ',\n "results": ['
-    first = True
-    for row in rows:
-        yield ("\n  " if first else ",\n  ") + json.dumps(dict(zip(EXPORT_FIELDS, row, strict=True)))
-        first = False
-    yield "\n ]\n}" if not first else "]\n}"

@@ -13,6 +13,7 @@ from ingest.panels import result_panels
 from ingest.visibility import visible_results, visible_rounds, visible_systems
 from leaderboard import cache, pages
 from leaderboard.compare import MAX_RESULTS, MIN_RESULTS
+from leaderboard.exports import export_csv, export_json, export_tuples
 from leaderboard.round_filters import active_chips, clear_url
 from leaderboard.table import (
     CATEGORIES,
@@ -21,9 +22,6 @@ from leaderboard.table import (
     TableView,
     build_choices,
     build_table,
-    export_csv,
-    export_json,
-    export_tuples,
     view_query,
 )
 
@@ -75,7 +73,8 @@ def round_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResp
     visibility, streamed: rows go out as the database hands them over."""
     round_ = get_object_or_404(visible_rounds(request.user), slug=slug)
     view = TableView.from_query(request.GET)
-    rows = export_tuples(round_, view, request.user, base_url=request.build_absolute_uri("/").rstrip("/"))
+    rows = export_tuples(round_, view, request.user, base_url=request.build_absolute_uri("/").rstrip("/"),
+                         for_csv=fmt == "csv")
     name = f"podium-{round_.slug}{'-filtered' if request.GET else ''}"
     if fmt == "json":
         response = StreamingHttpResponse(export_json(round_, request.GET.urlencode(), rows),
