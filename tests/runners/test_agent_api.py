@@ -212,7 +212,8 @@ def test_a_runner_token_is_good_only_on_the_agent_api(operator) -> None:
     assert APIClient().post("/api/agent/v1/claim", CPU, format="json").status_code == 401
 
 
-@pytest.mark.parametrize("prefix", ["ab\x00cd", "a" * 17, "ab%cd", "ab'cd"], ids=["nul", "too_long", "percent", "quote"])
+@pytest.mark.parametrize("prefix", ["ab\x00cd", "a" * 17, "ab%cd", "ab'cd"],
+                         ids=["nul", "too_long", "percent", "quote"])
 def test_a_runner_token_whose_prefix_no_token_has_is_refused_not_a_server_error(operator, prefix: str) -> None:
     _, token = services.runner_create(name="runner-1", actor=operator)
     client = APIClient()
