@@ -81,7 +81,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "leaderboard.context_processors.site",
-                "reviews.context_processors.notifications",
+                "accounts.context_processors.demo_accounts",
             ],
         },
     },

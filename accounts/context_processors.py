@@ -1,5 +1,5 @@
-"""Template context every page gets from reviews: in demo mode, the personas (the header's unread count comes
-with the header's other reads, leaderboard.context_processors)."""
+"""Template context every page gets from accounts: in demo mode, the demo personas for the banner. (The
+header's unread count comes with the header's other reads: leaderboard.context_processors.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from accounts.demo import demo_accounts_described, demo_mode
 
 
-def notifications(request: HttpRequest) -> dict[str, Any]:
+def demo_accounts(request: HttpRequest) -> dict[str, Any]:
     """`demo_accounts` ((username, role) pairs) for the demo banner, only in demo mode: their password is public."""
     context: dict[str, Any] = {}
     if demo_mode():
