@@ -20,7 +20,8 @@ URLs: the newest round's table page, /api/v1/results/ filtered and ordered (a pa
 export, and every chart endpoint. Then it exports the same result rows to SQLite with the indexes Result
 declares, serves them with Datasette (from the `bench` extra: a venv of its own, never imported by Podium)
 and measures the same filtered, ordered page of 100 through Datasette's JSON API, side by side with Podium's
-and with Podium's /healthz (one `SELECT 1` through the same server: the floor under any page of Podium's).
+(signed in by session, and by API token as scripts and the command-line client ask) and with Podium's /healthz
+(one `SELECT 1` through the same server: the floor under any page of Podium's).
 
 Printed: median and p95 per URL, with the 1-minute load average beside every figure; Podium/Datasette for the
 API page (goal <= 0.5x) and beside it the floor/Datasette and the page's own reads run again alone in the
@@ -219,6 +220,7 @@ class Made:
     shown_result: int
     cookie: str
     seconds: float
+    token: str = ""  # "Token pod_...": the same member by API token, as the command-line client and scripts ask
 
 
 def generate(total: int, seed: int = 7) -> Made:
@@ -229,7 +231,7 @@ def generate(total: int, seed: int = 7) -> Made:
     from django.utils import timezone
 
     from accounts.models import Membership, Organization
-    from accounts.services import membership_add
+    from accounts.services import api_token_issue, membership_add
     from catalog.models import Benchmark, Round
     from ingest.metrics import derived
     from ingest.models import Result, Run, Submission, System
@@ -316,8 +318,10 @@ def generate(total: int, seed: int = 7) -> Made:
             for p in range(5)])
         user = get_user_model().objects.create_user("bench-member")  # no password: the session signs it in
         membership_add(user=user, organization=orgs[1], role=Membership.Role.SUBMITTER)
+    issued = api_token_issue(user=user, name="bench", scope="read", days=1)
     return Made(results=result_id, newest=newest, newest_results=systems_per_round * len(BENCHMARKS),
-                shown_result=shown, cookie=session_cookie(user), seconds=time.perf_counter() - started)
+                shown_result=shown, cookie=session_cookie(user), seconds=time.perf_counter() - started,
+                token=f"Token {issued.secret}")
 
 
 def session_cookie(user: Any) -> str:
@@ -473,6 +477,13 @@ class Server:
             Server.running.remove(self)
 
 
+def credentials(cookie: str) -> dict[str, str]:
+    """The request's headers for a credential: a session cookie, an API token ("Token ..."), or none ("")."""
+    if not cookie:
+        return {}
+    return {"Authorization": cookie} if cookie.startswith("Token ") else {"Cookie": cookie}
+
+
 def fetch(port: int, path: str, cookie: str, timeout: float = 120,
           connection: http.client.HTTPConnection | None = None, first_byte: list[float] | None = None
           ) -> tuple[int, int]:
@@ -481,7 +492,7 @@ def fetch(port: int, path: str, cookie: str, timeout: float = 120,
     own = connection is None
     connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        connection.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        connection.request("GET", path, headers=credentials(cookie))
         response = connection.getresponse()
         if first_byte is not None:
             first_byte.append(time.perf_counter())
@@ -670,7 +681,7 @@ def export_sqlite(path: Path) -> int:
 def json_page(port: int, path: str, cookie: str) -> dict[str, Any]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
-        connection.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        connection.request("GET", path, headers=credentials(cookie))
         response = connection.getresponse()
         body = response.read()
         if response.status != 200:
@@ -719,6 +730,7 @@ class SizeResult:
     csv_rows: int
     changed: dict[str, Figures]
     api_database: tuple[int, float]  # the compared API page's reads and their median ms, run alone
+    podium_api_token: Figures | None = None  # the same page asked with an API token, measured with the others
 
 
 @dataclass
@@ -824,9 +836,11 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
                 # and with them the floor under any page of Podium's: /healthz, which runs one `SELECT 1`
                 # through the same server and middleware (no session read, no other query).
                 measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}", "", 1.0, 1)
-                ours, theirs, floor = measure_side_by_side(
+                # And the same page asked with an API token, as scripts and the command-line client ask.
+                same_page(p.server.port, api, p.made.token, peer.port, f"/bench/results.json?{DATASETTE_QUERY}")
+                ours, theirs, floor, by_token = measure_side_by_side(
                     [(p.server.port, api, p.made.cookie), (peer.port, f"/bench/results.json?{DATASETTE_QUERY}", ""),
-                     (p.server.port, "/healthz", p.made.cookie)],
+                     (p.server.port, "/healthz", p.made.cookie), (p.server.port, api, p.made.token)],
                     args.seconds, args.clients)
                 # For reference only: without the count Datasette runs on every request (Podium's is cached).
                 uncounted = measure(peer.port, f"/bench/results.json?{DATASETTE_QUERY}&_nocount=1", "",
@@ -834,13 +848,14 @@ def run_sizes(sizes: list[int], args: argparse.Namespace, base: Database, env: d
             finally:
                 peer.stop()
             print(f"  Podium    {api} (signed in)\n            {ours}\n"
+                  f"  Podium    the same with an API token\n            {by_token}\n"
                   f"  Datasette /bench/results.json?{DATASETTE_QUERY} ({exported:,} rows in SQLite)\n"
                   f"            {theirs}\n  Datasette the same with &_nocount=1 (reference)\n            {uncounted}\n"
                   f"  Podium    /healthz (one SELECT 1: the floor under any page)\n            {floor}\n"
                   f"  Podium's page: its {api_database[0]} reads run again alone in the database, back to back: "
                   f"median {api_database[1]:.1f} ms; {load()}")
             results.append(SizeResult(p.made, cached[index], uncached[index], theirs, ours, floor, rss, p.queries,
-                                      first_bytes[index], csv_rows[index], changed[index], api_database))
+                                      first_bytes[index], csv_rows[index], changed[index], api_database, by_token))
         return results
     except BaseException:
         for p in prepared:
@@ -860,6 +875,11 @@ def summary(results: list[SizeResult]) -> None:
         print(f"  {result.made.results:>7,} results: Podium/Datasette, uncached filtered ordered API page of 100: "
               f"median {ratio:.2f}x, p95 {p95:.2f}x (goal <= 0.5x) "
               f"{'MET' if ratio <= 0.5 else 'NOT MET'}; {result.datasette.load}")
+        if result.podium_api_token is not None:
+            token = result.podium_api_token.median_ms / result.datasette.median_ms
+            print(f"  {'':>7}           the same page asked with an API token: median {token:.2f}x, p95 "
+                  f"{result.podium_api_token.p95_ms / result.datasette.p95_ms:.2f}x (goal <= 0.5x) "
+                  f"{'MET' if token <= 0.5 else 'NOT MET'}")
         # What the goal leaves for the page's own work: a request that runs one trivial query already costs
         # this much of Datasette's time through the same server.
         print(f"  {'':>7}           the floor (/healthz, one SELECT 1, same server) {result.floor.median_ms:.1f} ms = "
