@@ -50,7 +50,8 @@ def _preload_checkers(**kwargs: object) -> None:
 def _spare_checker_child(**kwargs: object) -> None:
     """Each pool process keeps a checker child forked ahead (tool.prepare_spare): its first verification's
     first checker call, and each one after (a task forks the next once its verdict is out), does not wait
-    for a fork."""
+    for a fork. The children are forked by the process's fork server (tool.enable_spares starts it), so the
+    pool process itself never forks again (ingest.engine.forkserver)."""
     from core.warmup import heap_freeze
     from ingest.engine import tool
 

@@ -45,7 +45,7 @@ from mlperf_logging.package_checker.seed_checker import SeedChecker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from catalog.extensions import HERE as EXTENSIONS_FOLDER
-from ingest.engine import compiled_rules, rcp_memo, rule_paths
+from ingest.engine import compiled_rules, forkserver, parse_copy, rcp_memo, rule_paths
 from ingest.engine.sent_back import SentBack
 
 USAGE = "training"
@@ -181,6 +181,8 @@ class _Session:
         _reap_let_go()
         if first is not None and self._from_spare(first):
             return
+        if self._from_fork_server(first):
+            return
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         pid = os.fork()
@@ -194,6 +196,36 @@ class _Session:
         os.close(request_read)
         os.close(answer_write)
         self.pid, self.requests, self.answers = pid, request_write, answer_read
+
+    def _from_fork_server(self, first: tuple[Callable[..., Any], tuple[Any, ...], float] | None) -> bool:
+        """Have the fork server fork the child and send it `first` through its pipe, if there is a server and
+        `first` can be sent (a function made on the fly cannot: this process forks the child for it)."""
+        server = _FORK_SERVER
+        if server is None:
+            return False
+        try:
+            data = None if first is None else pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            return False
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        try:
+            pid = server.spawn([request_read, answer_write])
+        finally:
+            os.close(request_read)
+            os.close(answer_write)
+        if pid is None:
+            os.close(request_write)
+            os.close(answer_read)
+            return False
+        self.pid, self.requests, self.answers = pid, request_write, answer_read
+        if data is not None:
+            try:
+                _write_all(self.requests, _FRAME.pack(len(data)) + data)
+            except OSError:
+                self.close()
+                return False
+        return True
 
     def _from_spare(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> bool:
         """Hand `first` to a spare child, if there is one alive and `first` can be sent (see prepare_spare)."""
@@ -516,9 +548,32 @@ SPARES_KEPT = 2
 
 
 def enable_spares() -> None:
-    """Let this process keep spare checker children (a verification worker's process, once it has started)."""
+    """Let this process keep spare checker children (a verification worker's process, once it has started),
+    forked by a fork server of its own where the platform has one (ingest.engine.forkserver)."""
     global _SPARES
     _SPARES = True
+    _fork_server_start()
+
+
+# Where enabled (enable_spares), the checker children are forked by this server, not by this process.
+_FORK_SERVER: forkserver.ForkServer | None = None
+# How many entries children sent back were new here (_merge_kept), and how many there were when the server
+# was forked: its children start with what it had then.
+_KEPT_ADDED = 0
+_KEPT_ADDED_AT_FORK = 0
+
+
+def _fork_server_start() -> None:
+    global _FORK_SERVER, _KEPT_ADDED_AT_FORK
+    if _FORK_SERVER is not None:
+        _FORK_SERVER.close()
+    _KEPT_ADDED_AT_FORK = _KEPT_ADDED
+    _FORK_SERVER = forkserver.start(_serve_spare)
+
+
+def _serve_spare(request_read: int, answer_write: int) -> None:
+    """A child the fork server forked: its first request too comes through the pipe."""
+    _serve(None, request_read, answer_write)
 
 
 def prepare_spare() -> None:
@@ -531,6 +586,10 @@ def prepare_spare() -> None:
     a time; each ends when this process closes its pipe or exits."""
     if not _SPARES or not hasattr(os, "fork"):
         return
+    if _FORK_SERVER is not None and _KEPT_ADDED != _KEPT_ADDED_AT_FORK:
+        # A child computed something the server's children lack (a rule file, an RCP's means): a server forked
+        # now has it. Rare after the first tasks; the next task's writes copy this process's pages once more.
+        _fork_server_start()
     for spare in [s for s in _SPARE_POOL if s.pid is None or _ended(s.pid)]:
         spare.close()
         _SPARE_POOL.remove(spare)
@@ -591,11 +650,11 @@ def _fresh_kept() -> tuple[Any, Any]:
 
 
 def _merge_kept(kept: tuple[Any, Any] | None) -> None:
+    global _KEPT_ADDED
     if kept is None:  # a crash sends nothing back
         return
     rules, means = kept
-    _RULE_CACHE.merge(rules)
-    rcp_memo.KEPT.merge(means)
+    _KEPT_ADDED += _RULE_CACHE.merge(rules) + len(rcp_memo.KEPT.merge(means))
 
 
 class _RuleFileCache:
@@ -619,9 +678,11 @@ class _RuleFileCache:
     def fresh(self) -> dict[tuple[str, str], Any]:
         return self._parsed.fresh()
 
-    def merge(self, parsed: dict[tuple[str, str], Any] | None) -> None:
-        for key in self._parsed.merge(parsed):
+    def merge(self, parsed: dict[tuple[str, str], Any] | None) -> int:
+        added = self._parsed.merge(parsed)
+        for key in added:
             compiled_rules.compile_ahead(mlp_compliance, self._parsed[key])
+        return len(added)
 
     def load(self, stream: Any, Loader: Any) -> Any:
         name = getattr(stream, "name", None)
@@ -653,9 +714,9 @@ class _ParseReuse:
     The compliance checker parses each log, and the seed checker of the same item parses every log once
     more, with the same parser and ruleset; the parse (a regex pass per line, then JSON) is most of what
     both cost. Inside one child (`session`), the second caller gets a copy of the first parse, keyed by the
-    file's bytes and the ruleset, so a file that changed is parsed afresh. The copy is unpickled from
-    what the first parse returned before any checker saw it: a checker that edits what it was handed
-    cannot change what the next one reads. Outside a child (the parent, or a checker run in-process)
+    file's bytes and the ruleset, so a file that changed is parsed afresh. The copy is taken of what the
+    first parse returned before any checker saw it (ingest.engine.parse_copy): a checker that edits what it
+    was handed cannot change what the next one reads. Outside a child (the parent, or a checker run in-process)
     every call parses, as the library does.
     """
 
@@ -663,7 +724,7 @@ class _ParseReuse:
 
     def __init__(self, real: Callable[..., Any]) -> None:
         self._real = real
-        self._kept: dict[tuple[str, bytes], bytes] = {}
+        self._kept: dict[tuple[str, bytes], parse_copy.Copy] = {}
         self._bytes = 0
         self._active = False
         self.hits = 0
@@ -686,15 +747,12 @@ class _ParseReuse:
         kept = self._kept.get(key)
         if kept is not None:
             self.hits += 1
-            return pickle.loads(kept)
+            return parse_copy.restore(kept)
         parsed = self._real(filename, ruleset=ruleset)
-        try:
-            data = pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # (nesting too deep to pickle) parsed again next time, as the library would
-            return parsed
-        if self._bytes + len(data) <= self._LIMIT_BYTES:
-            self._kept[key] = data
-            self._bytes += len(data)
+        copied = parse_copy.take(parsed)
+        if copied is not None and self._bytes + copied.size <= self._LIMIT_BYTES:
+            self._kept[key] = copied
+            self._bytes += copied.size
         return parsed
 
 
