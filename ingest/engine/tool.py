@@ -588,7 +588,8 @@ def prepare_spare() -> None:
         return
     if _FORK_SERVER is not None and _KEPT_ADDED != _KEPT_ADDED_AT_FORK:
         # A child computed something the server's children lack (a rule file, an RCP's means): a server forked
-        # now has it. Rare after the first tasks; the next task's writes copy this process's pages once more.
+        # now has it. Rare after the first tasks; the next task's writes copy this process's pages once more
+        # (at worst, bundles that each bring new means, one fork per task: fewer than the two before the server).
         _fork_server_start()
     for spare in [s for s in _SPARE_POOL if s.pid is None or _ended(s.pid)]:
         spare.close()
