@@ -5,7 +5,8 @@ bench/upload_latency.py uploads.
     .venv/bin/python bench/profile_verify_task.py [--repeat 5] [--top 40] [--sort cumulative]
         [--database-url postgres://postgres@127.0.0.1:5432/podium_task]
 Prints the wall time of each task (the first includes what the worker would have preloaded), the garbage
-collector's pauses during them and the profile of the last ones.
+collector's pauses during them, this process's system time and minor page faults in them (what forking a checker
+child from it costs it afterwards; ingest.engine.forkserver) and the profile of the last ones.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import shutil
 import statistics
 import sys
@@ -114,6 +116,9 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
     profile = cProfile.Profile()
     spans = _timed_steps(submissions) if args.spans else None
     times = []
+    # This process's system time and minor page faults in each task (a page it shares with a child it forked is
+    # copied when it writes it: a fault, on its time).
+    kernel: list[tuple[float, int]] = []
     per_step: dict[str, list[float]] = {}
     from ingest.engine import verify
 
@@ -128,6 +133,7 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
         outcome = submissions.submission_upload(
             actor=user, organization=org, round=round_, archive=archive, original_name="bundle.tar.gz"
         )
+        used = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         profiled = bool(i) and spans is None and not args.ab_rcp_ahead
         if spans is not None:
@@ -142,12 +148,18 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
             for name, seconds in spans.items():
                 per_step.setdefault(name, []).append(seconds)
         times.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        kernel.append((after.ru_stime - used.ru_stime, after.ru_minflt - used.ru_minflt))
         assert state == "verified", state
         if args.ab_rcp_ahead and i:
             by_mode["RCP check ahead" if i % 2 else "RCP check in its turn"].append(times[-1])
     pauses.stop()
     print("task wall times (s): " + " ".join(f"{t:.3f}" for t in times) + f"; load {os.getloadavg()[0]:.2f}")
     print(pauses.summary(f"the {len(times)} tasks (this process; its checker children not counted)"))
+    later = kernel[1:] or kernel
+    print(f"this process in tasks 2..{len(times)} (its checker children not counted): median system time "
+          f"{statistics.median(k[0] for k in later) * 1000:.1f} ms, median minor page faults "
+          f"{statistics.median(k[1] for k in later):.0f}")
     if args.ab_rcp_ahead:
         for mode, values in by_mode.items():
             print(f"  {mode:<24} median {statistics.median(values) * 1000:7.1f} ms over {len(values)} tasks")
