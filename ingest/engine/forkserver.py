@@ -59,11 +59,21 @@ class ForkServer:
                 answer = _recv_exactly(self._sock, _PID.size)
             except OSError:
                 answer = None
+            except BaseException:
+                # Interrupted between request and answer (a task's soft time limit raises anywhere): the answer
+                # left unread would be read by the next spawn as its own child's pid. This server is done.
+                self._end()
+                raise
             if answer is None:
                 self._end()
                 return None
         (pid,) = _PID.unpack(answer)
         return pid if pid > 0 else None
+
+    @property
+    def gone(self) -> bool:
+        """Ended here, or found dead by a spawn."""
+        return self._sock is None
 
     def close(self) -> None:
         """End the server (idle: a spawn holds the lock). Killed, not left to notice its socket closed: a process
@@ -107,9 +117,11 @@ def _serve(sock: socket.socket, parent: int, target: Callable[..., None]) -> Non
     if os.getppid() != parent:  # the worker died before the line above
         return
     # The worker's handlers (Celery's shutdown on SIGTERM among them) are not this process's: a signal to the
-    # whole group (a service manager stopping it) just ends it, as it ends the checker children.
+    # whole group (a service manager stopping it) just ends it. A signal the worker ignores stays ignored, here
+    # and in the children (a pool process ignores SIGINT: Ctrl-C on the worker must not kill a check under way).
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(number, signal.SIG_DFL)
+        if callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
     gc.disable()  # it makes next to nothing; a collection would only write into the pages it shares
     _blank_inherited_fds(keep={sock.fileno()})
     while True:
@@ -168,11 +180,19 @@ def _blank_inherited_fds(keep: set[int]) -> None:
     child's answer pipe). The numbers stay taken; what a stale object writes goes nowhere."""
     try:
         open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        return
+    except OSError:  # no /proc: every number up to the limit that is open
+        open_fds = [fd for fd in range(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16)) if _is_open(fd)]
     for fd in open_fds:
         if fd > 2 and fd not in keep:
             _blank(fd)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _blank(fd: int) -> None:

@@ -211,6 +211,10 @@ class _Session:
         answer_read, answer_write = os.pipe()
         try:
             pid = server.spawn([request_read, answer_write])
+        except BaseException:
+            os.close(request_write)
+            os.close(answer_read)
+            raise
         finally:
             os.close(request_read)
             os.close(answer_write)
@@ -586,10 +590,11 @@ def prepare_spare() -> None:
     a time; each ends when this process closes its pipe or exits."""
     if not _SPARES or not hasattr(os, "fork"):
         return
-    if _FORK_SERVER is not None and _KEPT_ADDED != _KEPT_ADDED_AT_FORK:
-        # A child computed something the server's children lack (a rule file, an RCP's means): a server forked
-        # now has it. Rare after the first tasks; the next task's writes copy this process's pages once more
-        # (at worst, bundles that each bring new means, one fork per task: fewer than the two before the server).
+    if _FORK_SERVER is not None and (_FORK_SERVER.gone or _KEPT_ADDED != _KEPT_ADDED_AT_FORK):
+        # The server died (killed from outside, or ended by an interrupted spawn), or a child computed
+        # something the server's children lack (a rule file, an RCP's means): a server forked now has it. Rare
+        # after the first tasks; the next task's writes copy this process's pages once more (at worst, bundles
+        # that each bring new means, one fork per task: fewer than the two before the server).
         _fork_server_start()
     for spare in [s for s in _SPARE_POOL if s.pid is None or _ended(s.pid)]:
         spare.close()

@@ -158,3 +158,40 @@ def test_what_children_sent_back_reaches_the_children_forked_after(served) -> No
     tool.prepare_spare()
     assert tool._FORK_SERVER is not served and tool._FORK_SERVER is not None  # forked again, with it
     assert _exited(served.pid)
+
+
+class _Interrupted(BaseException):
+    """Stands in for what a task's soft time limit raises wherever the worker is (billiard's SIGUSR1 handler)."""
+
+
+def test_a_spawn_interrupted_before_its_answer_ends_the_server_and_leaks_nothing(served, monkeypatch) -> None:
+    def interrupted(sock: socket.socket, size: int) -> bytes | None:
+        raise _Interrupted
+
+    before = _fd_targets()
+    with monkeypatch.context() as patched, pytest.raises(_Interrupted):
+        patched.setattr(forkserver, "_recv_exactly", interrupted)
+        tool.run_bounded(_parent_and_self, budget_s=30)
+    assert served.gone and _exited(served.pid)  # its answer, left unread, can never be read as another's pid
+    assert _fd_targets() <= before  # the pipes of the call that was interrupted are closed
+    tool.prepare_spare()  # a server gone is replaced
+    spares_before = [spare.pid for spare in tool._SPARE_POOL]
+    assert tool._FORK_SERVER is not served and tool._FORK_SERVER is not None and not tool._FORK_SERVER.gone
+    parent, child = tool.run_bounded(_parent_and_self, budget_s=30).value
+    assert parent == os.getpid() and child in {spare.pid for spare in tool._SPARE_POOL} | set(spares_before)
+
+
+def test_a_signal_the_worker_ignores_stays_ignored_in_the_children(monkeypatch) -> None:
+    pool: list[tool._Session] = []
+    monkeypatch.setattr(tool, "_SPARES", True)
+    monkeypatch.setattr(tool, "_SPARE_POOL", pool)
+    monkeypatch.setattr(tool, "_FORK_SERVER", None)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a Celery pool process has it
+    try:
+        tool._fork_server_start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert tool.run_bounded(signal.getsignal, signal.SIGINT, budget_s=30).value == signal.SIG_IGN
+    finally:
+        tool._FORK_SERVER.close()
