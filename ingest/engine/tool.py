@@ -140,6 +140,18 @@ _LOCAL = threading.local()
 _FRAME = struct.Struct("!Q")
 
 
+def _framed(request: tuple[Callable[..., Any], tuple[Any, ...], float] | None) -> bytes | None:
+    """`request` as it goes through a child's pipe; None without one, or where it cannot be pickled (a function
+    made on the fly)."""
+    if request is None:
+        return None
+    try:
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return None
+    return _FRAME.pack(len(data)) + data
+
+
 class _Session:
     """The parent's end of one checker child: a pipe for requests, a pipe for answers, its pid."""
 
@@ -179,10 +191,13 @@ class _Session:
         """A child for `first` (None: a spare, idle until its first request comes through the pipe)."""
         preload()  # once per process, here: a child would import scipy for its RCP check on its own
         _reap_let_go()
-        if first is not None and self._from_spare(first):
-            return
-        if self._from_fork_server(first):
-            return
+        framed = _framed(first)
+        # A first request that cannot be sent (a function made on the fly) needs a child forked here, which has it.
+        if first is None or framed is not None:
+            if framed is not None and self._from_spare(framed):
+                return
+            if self._from_fork_server(framed):
+                return
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         pid = os.fork()
@@ -197,15 +212,11 @@ class _Session:
         os.close(answer_write)
         self.pid, self.requests, self.answers = pid, request_write, answer_read
 
-    def _from_fork_server(self, first: tuple[Callable[..., Any], tuple[Any, ...], float] | None) -> bool:
-        """Have the fork server fork the child and send it `first` through its pipe, if there is a server and
-        `first` can be sent (a function made on the fly cannot: this process forks the child for it)."""
+    def _from_fork_server(self, framed: bytes | None) -> bool:
+        """Have the fork server fork the child and send it the `framed` first request (None: a spare, with none)
+        through its pipe, if there is a server."""
         server = _FORK_SERVER
         if server is None:
-            return False
-        try:
-            data = None if first is None else pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
             return False
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
@@ -223,29 +234,23 @@ class _Session:
             os.close(answer_read)
             return False
         self.pid, self.requests, self.answers = pid, request_write, answer_read
-        if data is not None:
+        if framed is not None:
             try:
-                _write_all(self.requests, _FRAME.pack(len(data)) + data)
+                _write_all(self.requests, framed)
             except OSError:
                 self.close()
                 return False
         return True
 
-    def _from_spare(self, first: tuple[Callable[..., Any], tuple[Any, ...], float]) -> bool:
-        """Hand `first` to a spare child, if there is one alive and `first` can be sent (see prepare_spare)."""
-        if not _SPARE_POOL:
-            return False
-        try:
-            data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:  # a function made on the fly: a child forked now has it; the spares wait for the next
-            return False
+    def _from_spare(self, framed: bytes) -> bool:
+        """Hand the `framed` first request to a spare child, if there is one alive (see prepare_spare)."""
         while _SPARE_POOL:
             spare = _SPARE_POOL.pop()
             if spare.pid is None or _ended(spare.pid):
                 spare.close()
                 continue
             try:
-                _write_all(spare.requests, _FRAME.pack(len(data)) + data)
+                _write_all(spare.requests, framed)
             except OSError:
                 spare.close()
                 continue
