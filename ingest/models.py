@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from catalog.models import Benchmark, Round
+from core.fields import ValuesRowJSONField, ValuesRowTextField
 
 
 class System(models.Model):
@@ -344,10 +345,11 @@ class Run(models.Model):
     compliant = models.BooleanField(null=True, help_text="Compliance checker's verdict; null if it crashed")
     counted = models.BooleanField(default=False)
     dropped = models.CharField(max_length=8, choices=Dropped.choices, blank=True)
-    hyperparameters = models.JSONField(default=dict, blank=True)
-    eval_curve = models.JSONField(default=list, blank=True)
-    seeds = models.JSONField(default=list, blank=True)
-    logged = models.JSONField(default=dict, blank=True)
+    # JSON fields of ValuesRowInsert: a verdict's runs go in as VALUES rows (core.fields says why).
+    hyperparameters = ValuesRowJSONField(default=dict, blank=True)
+    eval_curve = ValuesRowJSONField(default=list, blank=True)
+    seeds = ValuesRowJSONField(default=list, blank=True)
+    logged = ValuesRowJSONField(default=dict, blank=True)
     energy_j = models.FloatField(null=True, blank=True)
     rerun_digest = models.CharField(max_length=64, blank=True,
                                     help_text="sha256 of the log without its hyperparameter lines")
@@ -377,9 +379,10 @@ class Finding(models.Model):
     rule = models.CharField(max_length=120, blank=True)
     file = models.CharField(max_length=500, blank=True)
     line = models.PositiveIntegerField(null=True, blank=True)
-    message = models.TextField()
-    detail = models.TextField(blank=True)
-    excerpt = models.TextField(blank=True)
+    # Text fields of ValuesRowInsert: a verdict's findings go in as VALUES rows (core.fields says why).
+    message = ValuesRowTextField()
+    detail = ValuesRowTextField(blank=True)
+    excerpt = ValuesRowTextField(blank=True)
 
     class Meta:
         ordering = ["id"]
