@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class IngestConfig(AppConfig):
@@ -10,3 +11,5 @@ class IngestConfig(AppConfig):
         from ingest import cleanup, publication, tasks  # noqa: F401
 
         publication.connect()  # Result's copy of its round's publication date (ingest.publication)
+        # SQLite drops a table's triggers when a migration rebuilds it: installed again after each migrate.
+        post_migrate.connect(publication.ensure_triggers, sender=self, dispatch_uid="ingest.publication.triggers")

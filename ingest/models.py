@@ -263,9 +263,9 @@ class Result(models.Model):
     superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                       related_name="supersedes")
     created_at = models.DateTimeField(default=timezone.now)
-    # A copy of round.publication_date so that an index on Result can serve the orderings by it (the
-    # API's default). Only orderings read it; the embargo (ingest.visibility) reads the round's own
-    # date. Set when the row is inserted and when a round is saved (ingest.publication).
+    # A copy of round.publication_date, kept exact by the database's triggers (ingest.publication): the
+    # embargo (ingest.visibility) reads it without joining the round, and an index on Result serves the
+    # orderings by it (the API's default).
     round_publication_date = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = ResultQuerySet.as_manager()

@@ -202,8 +202,9 @@ def _granted(grant: _Grant, public: Q, prefix: str = "") -> Q:
 
 
 def _result_q(grant: _Grant, now: datetime.datetime, *, prefix: str = "", result: str = "pk") -> Q:
-    """Results (reached through `prefix`, the result itself at `result`) the grant may see."""
-    public = Q(**{f"{prefix}round__publication_date__lte": now})
+    """Results (reached through `prefix`, the result itself at `result`) the grant may see. The date is the
+    result's own copy of its round's, which the database keeps exact (ingest.publication): no join."""
+    public = Q(**{f"{prefix}round_publication_date__lte": now})
     held = _held_now()
     if held is not None and held != ():  # no rule, or nothing held: no condition at all
         public &= ~Q(**{f"{result}__in": held})
