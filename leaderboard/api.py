@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from django.core.cache import cache as django_cache
 from django.core.paginator import InvalidPage
 from django.core.paginator import Paginator as DjangoPaginator
+from django.db import connections
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, OuterRef, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpResponse
@@ -60,7 +61,7 @@ from ingest.visibility import (
     visible_runs,
     visible_systems,
 )
-from leaderboard import api_sql, cache, keyset
+from leaderboard import api_sql, cache, kept_rows, keyset
 from leaderboard import filters as api_filters
 from leaderboard.addresses import around_id
 
@@ -892,9 +893,21 @@ class ResultRows:
         the database computes it, from the one condition ranked() filters on."""
         return compiled.statement("leaderboard.api.result_rows", self.rows_query, {}, using)
 
-    def rows_query(self) -> QuerySet[Any]:
+    def rows_query(self, *, own: bool = False) -> QuerySet[Any]:
+        """Every column the page reads (`own`: only Result's own, what leaderboard.kept_rows keeps: no join)."""
         official = ExpressionWrapper(ResultQuerySet.official_q(), output_field=BooleanField())
-        return Result.objects.order_by().annotate(official=official).values(*self.columns, "official")
+        columns = [c for c in self.columns if LOOKUP_SEP not in c] if own else self.columns
+        return Result.objects.order_by().annotate(official=official).values(*columns, "official")
+
+    def kept(self, using: str) -> tuple[kept_rows.Kept, str]:
+        """The rows' kept form (leaderboard.kept_rows) and the SQL of Result's own columns it is written from,
+        with their values written in (the database's triggers run it)."""
+        ops: Any = connections[using].ops  # PostgreSQL's: compose_sql is its own
+        literal = cast(Callable[[str, Sequence[Any]], str], ops.compose_sql)
+        own_sql, own_params = compiled.statement("leaderboard.api.result_own_rows",
+                                                 lambda: self.rows_query(own=True), {}, using)
+        form = api_sql.kept_form(self.sql_fields, lambda column: LOOKUP_SEP not in column, literal)
+        return form, literal(own_sql, own_params)
 
     @staticmethod
     def official(row: dict[str, Any]) -> bool:
@@ -954,6 +967,12 @@ def _sql_kind(column: str) -> api_sql.Kind:
 def _result_rows() -> ResultRows:
     """Built once per process: it walks the serializer's fields, which costs more than a page of rows."""
     return ResultRows()
+
+
+@functools.cache
+def kept_form(using: str) -> tuple[kept_rows.Kept, str]:
+    """The results list's kept rows' form and source, once per process (leaderboard.kept_rows)."""
+    return _result_rows().kept(using)
 
 
 class ResultApi(ReadApi):
@@ -1018,9 +1037,11 @@ class ResultApi(ReadApi):
         # compiled once per process (ResultRows.sql_rows).
         page = pages.page_slice(queryset.values("pk"), self.request, self)
         # By cursor the ids are read already, in order: the page reads no more of them.
+        kept = kept_form(page.db)[0] if kept_rows.available(connections[page.db]) else None
         rows, since, pages.last_pk = api_sql.page_json(
             page if pages.page_ids is None else pages.page_ids, self.shape.sql_rows(page.db),
-            self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1], timezone.now(), using=page.db)
+            self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1], timezone.now(), using=page.db,
+            kept=kept)
         response = HttpResponse(pages.envelope(rows), content_type="application/json")
         # What _stamped writes, the latest time computed by the database (_visible_since).
         return self._cache_headers(_last_modified(response, since), etag)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ from django.utils import timezone
 from psycopg.types.numeric import Int8
 
 from core import prepared
+from leaderboard import kept_rows
 
 # How a field is written: "column" as PostgreSQL's to_json writes a value of any type (strings, and what
 # has no kind of its own); "integer", "float" and "boolean" the same text for a column of that type, written
@@ -104,19 +106,65 @@ def _value(field: Field) -> str:
 Slot = tuple[bool, str, bool]
 
 
+def _pieces(fields: Sequence[Field]) -> list[tuple[Field, str, list[Slot]]]:
+    """Each field's part of a row's JSON object (its key, then its value; the object's opening brace before the
+    first), as an SQL expression over alias r, with the parameters it takes, in order."""
+    pieces = []
+    for position, field in enumerate(fields):
+        key = ("{" if position == 0 else ",") + json.dumps(field.name, ensure_ascii=False) + ":"
+        slots: list[Slot] = []
+        if field.kind == "link":
+            slots = [(True, field.before, True), (False, field.after, False)]
+        elif field.kind == "query_link":
+            slots = [(True, field.before, True), (False, "", False)]
+        pieces.append((field, f"{_literal(key)} || {_value(field)}", slots))
+    return pieces
+
+
 def _object(fields: Sequence[Field]) -> tuple[str, list[Slot]]:
     """The expression writing one row (alias r) as a JSON object, keys in the fields' order, and the
     parameters it takes, in order."""
+    pieces = _pieces(fields)
+    slots = [slot for _, _, taken in pieces for slot in taken]
+    return " || ".join([*(sql for _, sql, _ in pieces), "'}'"]) if pieces else "'{}'", slots
+
+
+def kept_form(fields: Sequence[Field], own: Callable[[str], bool],
+              literal: Callable[[str, Sequence[Any]], str]) -> kept_rows.Kept:
+    """`fields` (api_sql's, in order) kept in parts: each run of fields of Result's own columns (`own(column)`)
+    is one kept part, written by the triggers; between them, fields read from other tables are written when the
+    page is read. `literal(sql, params)`: the SQL with its parameters written in (the triggers take none)."""
     parts: list[str] = []
-    slots: list[Slot] = []
-    for position, field in enumerate(fields):
-        key = ("{" if position == 0 else ",") + json.dumps(field.name, ensure_ascii=False) + ":"
-        parts += [_literal(key), _value(field)]
-        if field.kind == "link":
-            slots += [(True, field.before, True), (False, field.after, False)]
-        elif field.kind == "query_link":
-            slots += [(True, field.before, True), (False, "", False)]
-    return " || ".join([*parts, "'}'"]) if parts else "'{}'", slots
+    read: list[str] = []
+    run: list[tuple[str, list[Any]]] = []
+
+    def close_run() -> None:
+        if run:
+            parts.append(literal(" || ".join(sql for sql, _ in run), [value for _, values in run for value in values]))
+            read.append(f"k.parts[{len(parts)}]")
+            run.clear()
+
+    for field, sql, slots in _pieces(fields):
+        if own(field.column):
+            run.append((sql, [_kept_link_part(slot) for slot in slots]))
+        else:
+            if slots:
+                raise ValueError(f"{field.name}: a link is written from Result's own columns only")
+            close_run()
+            read.append(sql)
+    run.append(("'}'", []))
+    close_run()
+    shape = hashlib.sha256("\x00".join((kept_rows.VERSION, *parts)).encode()).hexdigest()[:32]
+    return kept_rows.Kept(shape, tuple(parts), " || ".join(read))
+
+
+def _kept_link_part(slot: Slot) -> str:
+    """A link's text before or after its id, as _link_part writes it, with kept_rows.BASE for the site's base."""
+    after_base, text, opening = slot
+    escaped = json.dumps(text, ensure_ascii=False)
+    if opening:
+        return '"' + (kept_rows.BASE if after_base else "") + escaped[1:-1]
+    return escaped[1:]
 
 
 def _link_part(base: str, slot: Slot) -> str:
@@ -132,11 +180,18 @@ def usable(queryset: QuerySet[Any]) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _rows_statement(rows_sql: str, fields: tuple[Field, ...]) -> tuple[str, tuple[Slot, ...]]:
+def _rows_statement(rows_sql: str, fields: tuple[Field, ...],
+                    kept: kept_rows.Kept | None) -> tuple[str, tuple[Slot, ...]]:
     """The statement writing the rows of a list of ids (its first parameter, in order) as one JSON array, and
     its links' parameters; the same text for every page, so that it is prepared once per connection
-    (core.prepared)."""
+    (core.prepared). With `kept`: each row's kept text where it is kept in that shape (its last parameter),
+    the fields of other tables written in between (leaderboard.kept_rows); written here where not (COALESCE
+    writes it only then)."""
     row, slots = _object(fields)
+    kept_join = ""
+    if kept is not None:
+        row = f"COALESCE({kept.read}, {row})"
+        kept_join = f' LEFT JOIN {kept_rows.TABLE} k ON k.result_id = r."id" AND k.shape = %s'
     published, created = 'r."round__publication_date"', 'r."created_at"'
     # The ids are numbered in the page's order and the rows joined in that order.
     return (
@@ -144,12 +199,13 @@ def _rows_statement(rows_sql: str, fields: tuple[Field, ...]) -> tuple[str, tupl
         "SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
         f"SELECT {row} AS j, podium_page.n, "
         f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
-        f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN podium_page ON podium_page.id = r."id") p'
+        f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN podium_page ON podium_page.id = r."id"{kept_join}) p'
     ), tuple(slots)
 
 
 def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any]], fields: Sequence[Field],
-              base: str, now: datetime.datetime, *, using: str) -> tuple[str, datetime.datetime | None, int | None]:
+              base: str, now: datetime.datetime, *, using: str,
+              kept: kept_rows.Kept | None = None) -> tuple[str, datetime.datetime | None, int | None]:
     """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order, or those ids
     where the caller has read them already (a page by cursor); `rows`: the SQL and parameters of a values()
     query of every row, unfiltered, with every column `fields` read, `id`, `created_at` and
@@ -161,20 +217,25 @@ def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any
     Two statements: the page's ids (the visitor's filters and ordering, planned for their values), then the
     rows of those ids, a statement of the same text for every page, prepared (core.prepared): parsing and
     planning it was a third of the page's time in the database. Its answer is one row, the array joined in
-    PostgreSQL and that date (100 rows of two dates each cost more to send and decode than the page's JSON)."""
+    PostgreSQL and that date (100 rows of two dates each cost more to send and decode than the page's JSON).
+    `kept`: the rows' kept form (leaderboard.kept_rows), where the database has the table."""
     connection = connections[using]
     ids = list(page) if not isinstance(page, QuerySet) else _ids(page, connection)
     if not ids:
         return "[]", None, None
     rows_sql, rows_params = rows
-    statement, slots = _rows_statement(rows_sql, tuple(fields))
+    statement, slots = _rows_statement(rows_sql, tuple(fields), kept)
     links = [_link_part(base, slot) for slot in slots]
     with prepared.cursor(connection) as cursor:
         # As bigints whatever their size: psycopg would type small ids smallint[], a statement prepared apart.
-        cursor.execute(statement, [[Int8(pk) for pk in ids], *links, now, *rows_params])
+        cursor.execute(statement, [[Int8(pk) for pk in ids], *links, now, *rows_params,
+                                   *([kept.shape] if kept is not None else [])])
         joined, since = cursor.fetchone()
+    joined = joined or ""
+    if kept is not None:  # the kept rows' links: the site's base in place of the mark
+        joined = joined.replace(kept_rows.BASE, json.dumps(base, ensure_ascii=False)[1:-1])
     # What DRF's JSONRenderer does to its output: these two are valid JSON but not valid JavaScript.
-    text = "[" + (joined or "").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
+    text = "[" + joined.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "]"
     return text, since, ids[-1]
 
 

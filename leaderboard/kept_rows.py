@@ -1,0 +1,148 @@
+"""The results list's rows kept written as JSON in PostgreSQL, rewritten by the database when a result changes.
+
+Why: writing a page's 100 rows of ~55 fields as JSON was most of the results page's time in the database
+(the rows statement 1.6 ms of which ~1.15 ms building the text, 20,000 results; leaderboard.api_sql), paid
+on every signed-in or first request. Each row's text now is written once, when its result is written, and
+a page joins 100 kept texts.
+
+What is kept: each result's row as leaderboard.api_sql writes it (the same pieces of SQL), split where a
+field is read from another table (the round's slug and ruleset, the organization's slug): those are joined
+and written when the page is read, so a kept text depends on its result's own row alone and on nothing a
+write elsewhere could change under it. A link's site base (the request's host) is kept as BASE and put in
+on the way out. Each kept row carries the shape it was written in (a digest of the SQL that writes it): a
+page reads a kept text only under the shape of its own code and writes any other row as before, so a row
+kept by other code (a deploy before its `migrate`) is never served.
+
+Who writes: triggers on ingest_result, one statement at a time (an insert, a COPY, an update of any
+column by any means, a delete, a truncate), so no write of a result can leave its kept text behind.
+Their functions hold the SQL of this code, so they are installed from it after every `migrate`
+(`ensure`, post_migrate), which also rewrites every row kept under another shape. PostgreSQL only: the
+table, made by migration 0004, exists there alone; other databases take api_sql's Python path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.migrations.recorder import MigrationRecorder
+
+TABLE = "podium_result_json"
+# The site's base in a kept row's links. PostgreSQL's to_json writes every control character escaped
+# (\\u0001), and numbers, booleans and dates hold none: no value's text can contain it.
+BASE = "\x01"
+MIGRATION = ("leaderboard", "0004_kept_result_rows")
+# Bumped when what the shape's digest does not see changes (the triggers' statements).
+VERSION = "1"
+_WRITTEN = "podium_result_json_written"
+_GONE = "podium_result_json_gone"
+_TRIGGERS = {
+    "podium_result_json_inserted": f"AFTER INSERT ON ingest_result REFERENCING NEW TABLE AS written "
+                                   f"FOR EACH STATEMENT EXECUTE FUNCTION {_WRITTEN}()",
+    "podium_result_json_updated": f"AFTER UPDATE ON ingest_result REFERENCING NEW TABLE AS written "
+                                  f"FOR EACH STATEMENT EXECUTE FUNCTION {_WRITTEN}()",
+    "podium_result_json_deleted": f"AFTER DELETE ON ingest_result REFERENCING OLD TABLE AS gone "
+                                  f"FOR EACH STATEMENT EXECUTE FUNCTION {_GONE}()",
+    "podium_result_json_truncated": f"AFTER TRUNCATE ON ingest_result FOR EACH STATEMENT EXECUTE FUNCTION {_GONE}()",
+}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """How rows are kept and read back."""
+
+    shape: str  # the digest of `parts`: a kept row is read only under its own
+    parts: tuple[str, ...]  # SQL over alias r (Result's own columns, as values() names them), one per kept part
+    read: str  # SQL writing a whole row from kept row k (NULL where none) and the page's row r (joined columns)
+
+
+# --- the database's side ----------------------------------------------------------------------------------
+
+def available(connection: BaseDatabaseWrapper) -> bool:
+    """Whether this connection's database has the table (PostgreSQL, migration 0004): asked once per
+    connection while it has it."""
+    if connection.vendor != "postgresql":
+        return False
+    if getattr(connection, "_podium_kept_rows", False):
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
+        found = bool(cursor.fetchone()[0])
+    if found:
+        connection._podium_kept_rows = True  # type: ignore[attr-defined]  # a mark of this module's
+    return found
+
+
+def _writer(kept: Kept, own_sql: str, source: str) -> str:
+    """The statement writing the kept rows of `source` (a table of ingest_result's rows) under `kept`'s shape."""
+    suffix = ' FROM "ingest_result"'
+    if not own_sql.endswith(suffix):  # Result's own columns alone: no join, no condition
+        raise ValueError(f"unexpected rows query: {own_sql[-120:]!r}")
+    rows = own_sql[: -len(suffix)] + f' FROM {source} AS "ingest_result"'
+    return (
+        f"INSERT INTO {TABLE} (result_id, shape, parts) "
+        f"SELECT r.\"id\", '{kept.shape}', ARRAY[{', '.join(kept.parts)}] FROM ({rows}) r "
+        "ON CONFLICT (result_id) DO UPDATE SET shape = EXCLUDED.shape, parts = EXCLUDED.parts"
+    )
+
+
+def _statements(kept: Kept, own_sql: str) -> list[str]:
+    writer = _writer(kept, own_sql, "written")
+    if "$podium$" in writer:
+        raise ValueError("the writer's SQL holds the function's quote")
+    statements = [
+        f"CREATE OR REPLACE FUNCTION {_WRITTEN}() RETURNS trigger LANGUAGE plpgsql AS $podium$ "
+        f"BEGIN {writer}; RETURN NULL; END $podium$",
+        f"COMMENT ON FUNCTION {_WRITTEN}() IS '{kept.shape}'",
+        f"CREATE OR REPLACE FUNCTION {_GONE}() RETURNS trigger LANGUAGE plpgsql AS $podium$ BEGIN "
+        f"IF TG_OP = 'TRUNCATE' THEN TRUNCATE {TABLE}; "
+        f"ELSE DELETE FROM {TABLE} WHERE result_id IN (SELECT id FROM gone); END IF; RETURN NULL; END $podium$",
+    ]
+    for name, body in _TRIGGERS.items():
+        statements += [f"DROP TRIGGER IF EXISTS {name} ON ingest_result", f"CREATE TRIGGER {name} {body}"]
+    # Every row kept under another shape, or not kept at all, written now; none kept for a result gone.
+    catch_up = _writer(kept, own_sql, "ingest_result").replace(
+        ") r ON CONFLICT", f") r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} k WHERE k.result_id = r.\"id\" "
+                          f"AND k.shape = '{kept.shape}') ON CONFLICT", 1)
+    statements += [catch_up,
+                   f"DELETE FROM {TABLE} k WHERE NOT EXISTS (SELECT 1 FROM ingest_result r WHERE r.id = k.result_id)"]
+    return statements
+
+
+def installed(connection: BaseDatabaseWrapper) -> tuple[str | None, set[str]]:
+    """The shape the database's writer function writes (None: none installed) and the triggers present."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT obj_description(to_regprocedure(%s), 'pg_proc')", [f"{_WRITTEN}()"])
+        shape = cursor.fetchone()[0]
+        cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname = ANY(%s)", [list(_TRIGGERS)])
+        return shape, {row[0] for row in cursor.fetchall()}
+
+
+def install(connection: BaseDatabaseWrapper, kept: Kept, own_sql: str) -> None:
+    """The writer's functions and triggers for `kept`'s shape, and every row kept in it: idempotent."""
+    with connection.cursor() as cursor:
+        for statement in _statements(kept, own_sql):
+            cursor.execute(statement)
+
+
+def drop(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        for name in _TRIGGERS:
+            cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON ingest_result")
+        cursor.execute(f"DROP FUNCTION IF EXISTS {_WRITTEN}()")
+        cursor.execute(f"DROP FUNCTION IF EXISTS {_GONE}()")
+
+
+def ensure(using: str, form_of: Callable[[str], tuple[Kept, str]]) -> None:
+    """After every `migrate`: the writer of the running code's shape (`form_of(using)`: the kept form and the
+    SQL of Result's own columns, leaderboard.api.kept_form) installed, where the table is."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or MIGRATION not in MigrationRecorder(connection).applied_migrations():
+        return
+    kept, own_sql = form_of(using)
+    if installed(connection) == (kept.shape, set(_TRIGGERS)):
+        return
+    with transaction.atomic(using=using):
+        install(connection, kept, own_sql)
