@@ -8,7 +8,9 @@ parses, analyses and plans it again on every request. For a long statement whose
 Use it only for statements whose best plan does not depend on the values: after five runs PostgreSQL may
 keep one plan for all values (a generic plan), which for a filter on the visitor's values can be far worse
 than the plan made for those values (measured: an `icontains` filter at 200,000 results, 6.8 -> 77 ms).
-Rows by primary key are safe; the ORM's filtered queries are not, and keep Django's cursor.
+Rows by primary key are safe; the ORM's filtered queries are not, and keep Django's cursor, except with
+their values written into the text (leaderboard.page_plans): with no parameter, the one plan is made for
+those values.
 
 The cursor is Django's (its queries logged and counted, errors wrapped as the ORM's). Django turns
 psycopg's prepared statements off for connection poolers; Podium's settings turn them on only for these

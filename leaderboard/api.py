@@ -61,7 +61,7 @@ from ingest.visibility import (
     visible_runs,
     visible_systems,
 )
-from leaderboard import api_sql, cache, kept_rows, keyset
+from leaderboard import api_sql, cache, kept_rows, keyset, page_plans
 from leaderboard import filters as api_filters
 from leaderboard.addresses import around_id
 
@@ -304,12 +304,17 @@ class CountCachedPages(Pages):
                            "links carry one): the page after it, found without reading the rows before it",
             "schema": {"type": "string"}}]
 
-    def envelope(self, results_json: str) -> bytes:
-        """get_paginated_response's body as JSONRenderer writes it, around rows already written as JSON."""
+    def head(self) -> str:
+        """get_paginated_response's body as JSONRenderer writes it, up to its rows (`envelope`)."""
         assert self.page is not None  # set by page_slice
         head = json.dumps({"count": self.page.paginator.count, "next": self.get_next_link(),
                            "previous": self.get_previous_link()}, ensure_ascii=False, separators=(",", ":"))
-        return f'{head[:-1]},"results":{results_json}}}'.encode()
+        return f'{head[:-1]},"results":'
+
+
+def envelope(head: str, results_json: str) -> bytes:
+    """The body of a page whose rows are written as JSON already, after its `head` (CountCachedPages.head)."""
+    return f"{head}{results_json}}}".encode()
 
 
 class ReadApi(viewsets.ReadOnlyModelViewSet):
@@ -350,10 +355,15 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
         return cache.freshness()
 
     @cached_property
+    def now(self) -> datetime.datetime:
+        """The request's instant: the embargo is decided at it, once (the grant is kept for it)."""
+        return timezone.now()
+
+    @cached_property
     def sees(self) -> str:
         """What the rule grants the caller beyond the public record, read once per request."""
         user = self.request.user
-        return viewer_fingerprint(user) if user.is_authenticated else "anonymous"
+        return viewer_fingerprint(user, now=self.now) if user.is_authenticated else "anonymous"
 
     def etag(self) -> str:
         request = self.request
@@ -894,10 +904,31 @@ class ResultRows:
         return compiled.statement("leaderboard.api.result_rows", self.rows_query, {}, using)
 
     def rows_query(self, *, own: bool = False) -> QuerySet[Any]:
-        """Every column the page reads (`own`: only Result's own, what leaderboard.kept_rows keeps: no join)."""
+        """Every column the page reads (`own`: only Result's own, what leaderboard.kept_rows keeps beside its
+        parts included: no join)."""
         official = ExpressionWrapper(ResultQuerySet.official_q(), output_field=BooleanField())
-        columns = [c for c in self.columns if LOOKUP_SEP not in c] if own else self.columns
+        if own:
+            columns = sorted({c for c in self.columns if LOOKUP_SEP not in c} | set(kept_rows.COLUMNS))
+        else:
+            columns = self.columns
         return Result.objects.order_by().annotate(official=official).values(*columns, "official")
+
+    def joins(self) -> list[kept_rows.Join]:
+        """The columns of other tables the page reads, as the kept rows' source joins them (by the key a kept row
+        holds: its result's foreign key)."""
+        joins = []
+        for column in self.columns:
+            if LOOKUP_SEP not in column:
+                continue
+            relation, name = column.split(LOOKUP_SEP)  # one level: a deeper one is refused below
+            field = Result._meta.get_field(relation)
+            model = field.related_model
+            key = cast(Any, field).column
+            if key not in kept_rows.COLUMNS or model is None or isinstance(model, str):
+                raise ValueError(f"{column}: the kept rows hold no key of {relation}")
+            joins.append(kept_rows.Join(column, model._meta.db_table, model._meta.pk.column,
+                                        model._meta.get_field(name).column, key))
+        return joins
 
     def kept(self, using: str) -> tuple[kept_rows.Kept, str]:
         """The rows' kept form (leaderboard.kept_rows) and the SQL of Result's own columns it is written from,
@@ -906,7 +937,7 @@ class ResultRows:
         literal = cast(Callable[[str, Sequence[Any]], str], ops.compose_sql)
         own_sql, own_params = compiled.statement("leaderboard.api.result_own_rows",
                                                  lambda: self.rows_query(own=True), {}, using)
-        form = api_sql.kept_form(self.sql_fields, lambda column: LOOKUP_SEP not in column, literal)
+        form = api_sql.kept_form(self.sql_fields, lambda column: LOOKUP_SEP not in column, literal, self.joins())
         return form, literal(own_sql, own_params)
 
     @staticmethod
@@ -985,7 +1016,7 @@ class ResultApi(ReadApi):
     def get_queryset(self) -> QuerySet[Result]:
         # One row per result: the facts and derived figures are columns of Result itself, and the
         # default ordering is over Result's own columns, which an index serves (filters.RESULT_ORDERING).
-        queryset = visible_results(self.request.user).order_by(*api_filters.RESULT_ORDERING)
+        queryset = visible_results(self.request.user, now=self.now).order_by(*api_filters.RESULT_ORDERING)
         if self.action == "list":
             # narrow() reads values(), which drop select_related and only(): building them anyway cost
             # CPU on every page (the SQL is the same without them; bench/profile_api.py).
@@ -1028,23 +1059,41 @@ class ResultApi(ReadApi):
         return self.shape.rows(self.request, page)
 
     def list_page(self, etag: str) -> HttpResponse:
-        queryset = self.filter_queryset(self.get_queryset())
-        if self.request.accepted_renderer.format != "json" or not api_sql.usable(queryset):
+        if self.request.accepted_renderer.format != "json" or not api_sql.usable(Result.objects.all()):
             return super().list_page(etag)
-        pages = cast(CountCachedPages, self.paginator)
-        self.counted = queryset
-        # The page's ids only: its columns (joining the round and the organization) are read by a query
-        # compiled once per process (ResultRows.sql_rows).
-        page = pages.page_slice(queryset.values("pk"), self.request, self)
-        # By cursor the ids are read already, in order: the page reads no more of them.
-        kept = kept_form(page.db)[0] if kept_rows.available(connections[page.db]) else None
-        rows, since, pages.last_pk = api_sql.page_json(
-            page if pages.page_ids is None else pages.page_ids, self.shape.sql_rows(page.db),
-            self.shape.sql_fields, self.request.build_absolute_uri("/")[:-1], timezone.now(), using=page.db,
-            kept=kept)
-        response = HttpResponse(pages.envelope(rows), content_type="application/json")
+        # What the page is built from besides its rows, kept per data version, grant and URL
+        # (leaderboard.page_plans); its ids and rows are read below on every request.
+        key = page_plans.key_of(self.request, self.freshness, self.sees)
+        plan = page_plans.find(key)
+        ids: list[int] | None = None
+        if plan is None:
+            plan, ids = self.plan()
+            page_plans.keep(key, plan)
+        using = Result.objects.db
+        if ids is None:
+            ids = api_sql.ids_of((plan.ids_sql, None) if plan.ids_sql is not None else None, using, prepare=True)
+        kept = kept_form(using)[0] if kept_rows.available(connections[using]) else None
+        rows, since, _ = api_sql.page_json(ids, self.shape.sql_rows(using), self.shape.sql_fields,
+                                           self.request.build_absolute_uri("/")[:-1], self.now, using=using,
+                                           kept=kept)
+        response = HttpResponse(envelope(plan.head, rows), content_type="application/json")
         # What _stamped writes, the latest time computed by the database (_visible_since).
         return self._cache_headers(_last_modified(response, since), etag)
+
+    def plan(self) -> tuple[page_plans.Plan, list[int]]:
+        """The page's plan, built: its filters checked and applied, its ids statement compiled and run (the
+        ids, read, come back with it: the next page's link may need the last one), its envelope written."""
+        queryset = self.filter_queryset(self.get_queryset())
+        pages = cast(CountCachedPages, self.paginator)
+        self.counted = queryset
+        page = pages.page_slice(queryset.values("pk"), self.request, self)
+        statement = api_sql.ids_statement(page)
+        # By cursor the ids are read already, in order.
+        ids = pages.page_ids if pages.page_ids is not None else api_sql.ids_of(statement, page.db)
+        pages.last_pk = ids[-1] if ids else None
+        sql, params = statement if statement is not None else (None, [])
+        literal = cast(Any, connections[page.db].ops).compose_sql  # PostgreSQL's (api_sql.usable)
+        return page_plans.plan_of(sql, params, pages.head(), literal), list(ids)
 
     def last_modified(self, obj: Result | dict[str, Any]) -> datetime.datetime | None:
         if isinstance(obj, dict):  # a row of the list (narrow)

@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.utils import timezone
 from psycopg.types.numeric import Int8
@@ -129,11 +128,12 @@ def _object(fields: Sequence[Field]) -> tuple[str, list[Slot]]:
     return " || ".join([*(sql for _, sql, _ in pieces), "'}'"]) if pieces else "'{}'", slots
 
 
-def kept_form(fields: Sequence[Field], own: Callable[[str], bool],
-              literal: Callable[[str, Sequence[Any]], str]) -> kept_rows.Kept:
+def kept_form(fields: Sequence[Field], own: Callable[[str], bool], literal: Callable[[str, Sequence[Any]], str],
+              joins: Sequence[kept_rows.Join]) -> kept_rows.Kept:
     """`fields` (api_sql's, in order) kept in parts: each run of fields of Result's own columns (`own(column)`)
-    is one kept part, written by the triggers; between them, fields read from other tables are written when the
-    page is read. `literal(sql, params)`: the SQL with its parameters written in (the triggers take none)."""
+    is one kept part, written by the triggers; between them, fields read from other tables (`joins`: one for
+    each such column, and for round__publication_date) are written when the page is read. `literal(sql,
+    params)`: the SQL with its parameters written in (the triggers take none)."""
     parts: list[str] = []
     read: list[str] = []
     run: list[tuple[str, list[Any]]] = []
@@ -141,7 +141,7 @@ def kept_form(fields: Sequence[Field], own: Callable[[str], bool],
     def close_run() -> None:
         if run:
             parts.append(literal(" || ".join(sql for sql, _ in run), [value for _, values in run for value in values]))
-            read.append(f"k.parts[{len(parts)}]")
+            read.append(f"r.parts[{len(parts)}]")
             run.clear()
 
     for field, sql, slots in _pieces(fields):
@@ -154,8 +154,8 @@ def kept_form(fields: Sequence[Field], own: Callable[[str], bool],
             read.append(sql)
     run.append(("'}'", []))
     close_run()
-    shape = hashlib.sha256("\x00".join((kept_rows.VERSION, *parts)).encode()).hexdigest()[:32]
-    return kept_rows.Kept(shape, tuple(parts), " || ".join(read))
+    shape = hashlib.sha256("\x00".join((kept_rows.VERSION, *kept_rows.COLUMNS, *parts)).encode()).hexdigest()[:32]
+    return kept_rows.Kept(shape, tuple(parts), " || ".join(read), tuple(joins))
 
 
 def _kept_link_part(slot: Slot) -> str:
@@ -183,53 +183,70 @@ def usable(queryset: QuerySet[Any]) -> bool:
 def _rows_statement(rows_sql: str, fields: tuple[Field, ...],
                     kept: kept_rows.Kept | None) -> tuple[str, tuple[Slot, ...]]:
     """The statement writing the rows of a list of ids (its first parameter, in order) as one JSON array, and
-    its links' parameters; the same text for every page, so that it is prepared once per connection
-    (core.prepared). With `kept`: each row's kept text where it is kept in that shape (its last parameter),
-    the fields of other tables written in between (leaderboard.kept_rows); written here where not (COALESCE
-    writes it only then)."""
+    its parameters after the ids: "links" (each link's text around its id), "now", "rows" (`rows_sql`'s) and
+    "shape" (the kept rows'), in the order returned; the same text for every page, so that it is prepared once
+    per connection (core.prepared). With `kept`: each row kept in that shape from its kept text and the fields
+    of other tables, read without its result (leaderboard.kept_rows); the others written here from their
+    result, as without."""
     row, slots = _object(fields)
-    kept_join = ""
-    if kept is not None:
-        row = f"COALESCE({kept.read}, {row})"
-        kept_join = f' LEFT JOIN {kept_rows.TABLE} k ON k.result_id = r."id" AND k.shape = %s'
     published, created = 'r."round__publication_date"', 'r."created_at"'
+    since = (f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s "
+             f"THEN {published} ELSE {created} END")
+    page = 'JOIN podium_page ON podium_page.id = r."id"'
     # The ids are numbered in the page's order and the rows joined in that order.
+    ids = "podium_page AS MATERIALIZED (SELECT t.id, t.n FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(id, n))"
+    if kept is None:
+        return (
+            f"WITH {ids} SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
+            f"SELECT {row} AS j, podium_page.n, {since} AS since FROM ({rows_sql}) r {page}) p"
+        ), (*slots, "now", "rows")
+    # The kept rows first; the page's other ids (none, mostly: the filter stops them before any result is read)
+    # written from their results.
     return (
-        "WITH podium_page AS MATERIALIZED (SELECT t.id, t.n FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(id, n)) "
+        f"WITH {ids}, podium_kept AS MATERIALIZED (SELECT r.\"id\", podium_page.n, {kept.read} AS j, {since} AS since "
+        f"FROM ({kept.source}) r {page}) "
         "SELECT string_agg(p.j, ',' ORDER BY p.n), max(p.since) FROM ("
-        f"SELECT {row} AS j, podium_page.n, "
-        f"CASE WHEN {published} IS NOT NULL AND {created} < {published} AND {published} <= %s THEN {published} "
-        f'ELSE {created} END AS since FROM ({rows_sql}) r JOIN podium_page ON podium_page.id = r."id"{kept_join}) p'
-    ), tuple(slots)
+        "SELECT podium_kept.n, podium_kept.j, podium_kept.since FROM podium_kept UNION ALL "
+        f"SELECT podium_page.n, {row}, {since} FROM ({rows_sql}) r {page} "
+        "WHERE podium_page.id NOT IN (SELECT podium_kept.id FROM podium_kept)) p"
+    ), ("now", "shape", *slots, "now", "rows")
 
 
-def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any]], fields: Sequence[Field],
-              base: str, now: datetime.datetime, *, using: str,
+def page_json(ids: Sequence[int], rows: tuple[str, Sequence[Any]], fields: Sequence[Field], base: str,
+              now: datetime.datetime, *, using: str,
               kept: kept_rows.Kept | None = None) -> tuple[str, datetime.datetime | None, int | None]:
-    """The page's rows (`page`: a sliced values("pk") queryset, the page's ids in its order, or those ids
-    where the caller has read them already (a page by cursor); `rows`: the SQL and parameters of a values()
-    query of every row, unfiltered, with every column `fields` read, `id`, `created_at` and
-    `round__publication_date`: joined to the ids, PostgreSQL reads those rows by primary key) as a JSON
-    array, the latest time one of them became what the caller sees (for Last-Modified: stored, or made
-    public by its round's publication at or before `now`, as leaderboard.api._visible_since says) and the
-    id of the page's last row (for a cursor to the next page, leaderboard.keyset); None for an empty page.
+    """The page's rows as a JSON array, the latest time one of them became what the caller sees (for
+    Last-Modified: stored, or made public by its round's publication at or before `now`, as
+    leaderboard.api._visible_since says) and the id of the page's last row; None for an empty page.
+
+    `ids`: the page's ids, in its order (ids_of). `rows`:
+    the SQL and parameters of a values() query of every row, unfiltered, with every column `fields` read,
+    `id`, `created_at` and `round__publication_date`: joined to the ids, PostgreSQL reads those rows by
+    primary key. `kept`: the rows' kept form (leaderboard.kept_rows), where the database has the table.
 
     Two statements: the page's ids (the visitor's filters and ordering, planned for their values), then the
     rows of those ids, a statement of the same text for every page, prepared (core.prepared): parsing and
     planning it was a third of the page's time in the database. Its answer is one row, the array joined in
-    PostgreSQL and that date (100 rows of two dates each cost more to send and decode than the page's JSON).
-    `kept`: the rows' kept form (leaderboard.kept_rows), where the database has the table."""
+    PostgreSQL and that date (100 rows of two dates each cost more to send and decode than the page's JSON)."""
     connection = connections[using]
-    ids = list(page) if not isinstance(page, QuerySet) else _ids(page, connection)
     if not ids:
         return "[]", None, None
     rows_sql, rows_params = rows
-    statement, slots = _rows_statement(rows_sql, tuple(fields), kept)
-    links = [_link_part(base, slot) for slot in slots]
+    statement, order = _rows_statement(rows_sql, tuple(fields), kept)
+    values: list[Any] = []
+    for slot in order:
+        if slot == "now":
+            values.append(now)
+        elif slot == "rows":
+            values += rows_params
+        elif slot == "shape":
+            assert kept is not None
+            values.append(kept.shape)
+        else:
+            values.append(_link_part(base, slot))  # type: ignore[arg-type]  # a Slot
     with prepared.cursor(connection) as cursor:
         # As bigints whatever their size: psycopg would type small ids smallint[], a statement prepared apart.
-        cursor.execute(statement, [[Int8(pk) for pk in ids], *links, now, *rows_params,
-                                   *([kept.shape] if kept is not None else [])])
+        cursor.execute(statement, [[Int8(pk) for pk in ids], *values])
         joined, since = cursor.fetchone()
     joined = joined or ""
     if kept is not None:  # the kept rows' links: the site's base in place of the mark
@@ -239,11 +256,22 @@ def page_json(page: QuerySet[Any] | Sequence[int], rows: tuple[str, Sequence[Any
     return text, since, ids[-1]
 
 
-def _ids(page: QuerySet[Any], connection: BaseDatabaseWrapper) -> list[int]:
+def ids_statement(page: QuerySet[Any]) -> tuple[str, list[Any]] | None:
+    """The SQL and parameters of a sliced values("pk") queryset; None where a filter can match nothing (an
+    unknown round: the ORM then reads no rows either)."""
     try:
         sql, params = page.query.sql_with_params()
-    except EmptyResultSet:  # a filter that can match nothing (an unknown round): the ORM reads no rows either
+    except EmptyResultSet:
+        return None
+    return sql, list(params)
+
+
+def ids_of(statement: tuple[str, Sequence[Any] | None] | None, using: str, *, prepare: bool = False) -> list[int]:
+    """The page's ids, in order, read by its statement (ids_statement; None: nothing matches). `prepare`: a
+    statement with its values written in (no parameter, leaderboard.page_plans), prepared (core.prepared)."""
+    if statement is None:
         return []
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    connection = connections[using]
+    with prepared.cursor(connection) if prepare else connection.cursor() as cursor:
+        cursor.execute(*statement)
         return [row[0] for row in cursor.fetchall()]

@@ -49,13 +49,43 @@ _TRIGGERS = {
 }
 
 
+# Beside each row's parts: what a page reads of its result without reading the result (the keys of the rows
+# joined for the fields of other tables; when it was stored, for Last-Modified).
+COLUMNS = ("created_at", "round_id", "organization_id")
+
+
+@dataclass(frozen=True)
+class Join:
+    """A field read from another table: `alias` (the values() name, e.g. round__slug) is `column` of `table`,
+    whose primary key `pk` the kept row's `key` (one of COLUMNS) holds."""
+
+    alias: str
+    table: str
+    pk: str
+    column: str
+    key: str
+
+
 @dataclass(frozen=True)
 class Kept:
     """How rows are kept and read back."""
 
     shape: str  # the digest of `parts`: a kept row is read only under its own
     parts: tuple[str, ...]  # SQL over alias r (Result's own columns, as values() names them), one per kept part
-    read: str  # SQL writing a whole row from kept row k (NULL where none) and the page's row r (joined columns)
+    read: str  # SQL writing a whole row from the kept rows' `source` (alias r)
+    joins: tuple[Join, ...]
+
+    @property
+    def source(self) -> str:
+        """The kept rows of this shape (its one parameter) as the page reads them: alias r has "id", "parts",
+        COLUMNS and every Join's alias, so that the fields and Last-Modified read them as they read values()."""
+        tables = {(join.table, join.pk, join.key) for join in self.joins}
+        names = {table_key: f"j{i}" for i, table_key in enumerate(sorted(tables))}
+        columns = ", ".join(['k.result_id AS "id"', "k.parts", *(f'k.{c} AS "{c}"' for c in COLUMNS),
+                             *(f'{names[(j.table, j.pk, j.key)]}."{j.column}" AS "{j.alias}"' for j in self.joins)])
+        joined = " ".join(f'JOIN "{table}" {names[(table, pk, key)]} ON {names[(table, pk, key)]}."{pk}" = k.{key}'
+                          for table, pk, key in sorted(tables))
+        return f"SELECT {columns} FROM {TABLE} k {joined} WHERE k.shape = %s"
 
 
 # --- the database's side ----------------------------------------------------------------------------------
@@ -81,10 +111,13 @@ def _writer(kept: Kept, own_sql: str, source: str) -> str:
     if not own_sql.endswith(suffix):  # Result's own columns alone: no join, no condition
         raise ValueError(f"unexpected rows query: {own_sql[-120:]!r}")
     rows = own_sql[: -len(suffix)] + f' FROM {source} AS "ingest_result"'
+    columns = ", ".join(COLUMNS)
     return (
-        f"INSERT INTO {TABLE} (result_id, shape, parts) "
-        f"SELECT r.\"id\", '{kept.shape}', ARRAY[{', '.join(kept.parts)}] FROM ({rows}) r "
-        "ON CONFLICT (result_id) DO UPDATE SET shape = EXCLUDED.shape, parts = EXCLUDED.parts"
+        f"INSERT INTO {TABLE} (result_id, shape, parts, {columns}) "
+        f"SELECT r.\"id\", '{kept.shape}', ARRAY[{', '.join(kept.parts)}], "
+        f"{', '.join(f'r.{c}' for c in COLUMNS)} FROM ({rows}) r "
+        "ON CONFLICT (result_id) DO UPDATE SET shape = EXCLUDED.shape, parts = EXCLUDED.parts, "
+        f"{', '.join(f'{c} = EXCLUDED.{c}' for c in COLUMNS)}"
     )
 
 
@@ -102,13 +135,16 @@ def _statements(kept: Kept, own_sql: str) -> list[str]:
     ]
     for name, body in _TRIGGERS.items():
         statements += [f"DROP TRIGGER IF EXISTS {name} ON ingest_result", f"CREATE TRIGGER {name} {body}"]
-    # Every row kept under another shape, or not kept at all, written now; none kept for a result gone.
+    return statements + _catch_up_statements(kept, own_sql)
+
+
+def _catch_up_statements(kept: Kept, own_sql: str) -> list[str]:
+    """Every row kept under another shape, or not kept at all, written now; none kept for a result gone."""
     catch_up = _writer(kept, own_sql, "ingest_result").replace(
         ") r ON CONFLICT", f") r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} k WHERE k.result_id = r.\"id\" "
                           f"AND k.shape = '{kept.shape}') ON CONFLICT", 1)
-    statements += [catch_up,
-                   f"DELETE FROM {TABLE} k WHERE NOT EXISTS (SELECT 1 FROM ingest_result r WHERE r.id = k.result_id)"]
-    return statements
+    return [catch_up,
+            f"DELETE FROM {TABLE} k WHERE NOT EXISTS (SELECT 1 FROM ingest_result r WHERE r.id = k.result_id)"]
 
 
 def installed(connection: BaseDatabaseWrapper) -> tuple[str | None, set[str]]:
@@ -124,6 +160,18 @@ def install(connection: BaseDatabaseWrapper, kept: Kept, own_sql: str) -> None:
     """The writer's functions and triggers for `kept`'s shape, and every row kept in it: idempotent."""
     with connection.cursor() as cursor:
         for statement in _statements(kept, own_sql):
+            cursor.execute(statement)
+
+
+def catch_up(using: str, form_of: Callable[[str], tuple[Kept, str]]) -> None:
+    """Every result's row kept in the running code's shape, where the triggers did not see the writes (a load
+    with triggers off: `session_replication_role = replica`, as bench/browse.py loads its data)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or not available(connection):
+        return
+    kept, own_sql = form_of(using)
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        for statement in _catch_up_statements(kept, own_sql):
             cursor.execute(statement)
 
 

@@ -9,7 +9,8 @@ def create(apps, schema_editor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(
             f"CREATE TABLE IF NOT EXISTS {kept_rows.TABLE} "
-            "(result_id bigint PRIMARY KEY, shape text NOT NULL, parts text[] NOT NULL)"
+            "(result_id bigint PRIMARY KEY, shape text NOT NULL, parts text[] NOT NULL, "
+            "created_at timestamptz NOT NULL, round_id bigint NOT NULL, organization_id bigint NOT NULL)"
         )
 
 

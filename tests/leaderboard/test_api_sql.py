@@ -243,3 +243,12 @@ def test_a_link_is_valid_json_whatever_the_site_base_holds(rows: list[Result]) -
                                    timezone.now(), using="default")
     assert json.loads(text) == [{"url": f"{base}/api/v1/results/{rows[0].pk}/",
                                  "runs": f"{base}/api/v1/runs/?result={rows[0].pk}"}]
+    # The same from a kept row (leaderboard.kept_rows), whose links hold a mark where the base goes.
+    from leaderboard.api import kept_form
+
+    text, _, _ = api_sql.page_json([rows[0].pk], _result_rows().sql_rows("default"),
+                                   _result_rows().sql_fields, base, timezone.now(), using="default",
+                                   kept=kept_form("default")[0])
+    (row,) = json.loads(text)
+    assert row["url"] == f"{base}/api/v1/results/{rows[0].pk}/"
+    assert row["runs_url"] == f"{base}/api/v1/runs/?result={rows[0].pk}"
