@@ -926,8 +926,9 @@ class ResultRows:
             key = cast(Any, field).column
             if key not in kept_rows.COLUMNS or model is None or isinstance(model, str):
                 raise ValueError(f"{column}: the kept rows hold no key of {relation}")
-            joins.append(kept_rows.Join(column, model._meta.db_table, model._meta.pk.column,
-                                        model._meta.get_field(name).column, key))
+            target: Any = model._meta.get_field(name)
+            pk: Any = model._meta.pk
+            joins.append(kept_rows.Join(column, model._meta.db_table, pk.column, target.column, key))
         return joins
 
     def kept(self, using: str) -> tuple[kept_rows.Kept, str]:

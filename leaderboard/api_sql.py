@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
@@ -181,7 +181,7 @@ def usable(queryset: QuerySet[Any]) -> bool:
 
 @functools.lru_cache(maxsize=16)
 def _rows_statement(rows_sql: str, fields: tuple[Field, ...],
-                    kept: kept_rows.Kept | None) -> tuple[str, tuple[Slot, ...]]:
+                    kept: kept_rows.Kept | None) -> tuple[str, tuple[Slot | str, ...]]:
     """The statement writing the rows of a list of ids (its first parameter, in order) as one JSON array, and
     its parameters after the ids: "links" (each link's text around its id), "now", "rows" (`rows_sql`'s) and
     "shape" (the kept rows'), in the order returned; the same text for every page, so that it is prepared once
@@ -243,7 +243,7 @@ def page_json(ids: Sequence[int], rows: tuple[str, Sequence[Any]], fields: Seque
             assert kept is not None
             values.append(kept.shape)
         else:
-            values.append(_link_part(base, slot))  # type: ignore[arg-type]  # a Slot
+            values.append(_link_part(base, cast(Slot, slot)))
     with prepared.cursor(connection) as cursor:
         # As bigints whatever their size: psycopg would type small ids smallint[], a statement prepared apart.
         cursor.execute(statement, [[Int8(pk) for pk in ids], *values])
