@@ -1135,7 +1135,19 @@ def rcp_ahead(directory: Path, ruleset: str, *, budget_s: float, reference: Path
     """Start the RCP check of `directory` now, in a child of its own, to be read later by
     `check_rcp(..., ahead=)`; `budget_s` is the most any later allowance can be."""
     preload()
-    return Ahead(_check_rcp_here, (directory, ruleset, reference), _budget(budget_s))
+    return Ahead(_yielding, (_check_rcp_here, directory, ruleset, reference), _budget(budget_s))
+
+
+# How much lower than its siblings a call started ahead runs (os.nice): it is wanted only after the log checks,
+# so it takes a core only when the parent's parse or the session's checks leave one idle.
+AHEAD_NICENESS = 10
+
+
+def _yielding(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` at a lower priority (in a child that serves this one call: it never gets it back)."""
+    with contextlib.suppress(OSError):
+        os.nice(AHEAD_NICENESS)
+    return fn(*args)
 
 
 def _check_rcp_here(directory: Path, ruleset: str, reference: Path | None) -> RcpOutcome:

@@ -218,3 +218,20 @@ def test_a_log_with_an_over_long_line_is_not_handed_out_and_its_run_not_judged(m
     assert len(too_long) == 1 and too_long[0].file.endswith(log.name) and "not judged" in too_long[0].message
     assert report.runs[3].compliant is None and not report.runs[3].counted
     assert [run.compliant for i, run in enumerate(report.runs) if i != 3] == [True] * 9
+
+
+def test_the_check_started_ahead_runs_at_a_lower_priority_than_its_siblings() -> None:
+    """It is wanted only after the log checks: it must take a core only when they leave one idle."""
+    import os
+
+    here = os.nice(0)
+    answer = tool.Ahead(tool._yielding, (os.nice, 0), 30.0).result(30.0)
+    assert answer.value == min(here + tool.AHEAD_NICENESS, 19)
+    assert os.nice(0) == here  # the worker's own priority is untouched
+
+
+def test_the_rcp_check_is_the_call_started_ahead_at_that_priority(monkeypatch, tmp_path: Path) -> None:
+    started: list[tuple] = []
+    monkeypatch.setattr(tool, "Ahead", lambda fn, args, budget: started.append((fn, args[0])))
+    tool.rcp_ahead(tmp_path, "4.0.0", budget_s=30.0)
+    assert started == [(tool._yielding, tool._check_rcp_here)]
