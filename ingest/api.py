@@ -152,7 +152,8 @@ class SubmissionDetailApi(APIView):
                         "Without that header the server answered at once: poll again later.")],
     )
     def get(self, request: Request, pk: int) -> Response:
-        visible = selectors.submissions_visible_to(request.user)
+        # The round's and the organization's slugs are in the answer: read with the row, not one query each.
+        visible = selectors.submissions_visible_to(request.user).select_related("round", "organization")
         submission, waited = waiting.follow(visible, get_object_or_404(visible, pk=pk),
                                             request.query_params.get("wait"), request.META)
         response = Response(selectors.submission_status(submission, request))

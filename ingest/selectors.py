@@ -109,8 +109,8 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
         return request.build_absolute_uri(url) if request is not None else url
 
     user = request.user if request is not None else AnonymousUser()
-    results = visible_results(user).filter(submission=submission).select_related("system").order_by(
-        "system_slug", "benchmark_key")
+    # Every column shown is the result's own (its facts are copied from the system): no join.
+    results = visible_results(user).filter(submission=submission).order_by("system_slug", "benchmark_key")
     findings = visible_findings(user).filter(submission=submission).order_by("file", "line", "id")
     return {
         **submission_summary(submission, request),

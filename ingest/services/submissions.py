@@ -33,7 +33,7 @@ from accounts.services import audit_record
 from catalog.models import Round
 from core.broker import hand_off
 from core.errors import BadRequest
-from ingest import handoff, storage
+from ingest import handoff, storage, waiting
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
 from ingest.bundles.layout import find_submitter_folder
 from ingest.engine import tool
@@ -246,6 +246,7 @@ def _claim(submission_id: int) -> Submission | None:
         audit_record(actor=WORKER, action="submission.state", subject=submission,
                      before={"state": Submission.State.RECEIVED},
                      after={"state": Submission.State.VERIFYING, "attempt": submission.attempts})
+        waiting.announce(submission_id)
     return submission
 
 
@@ -413,6 +414,9 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
     with transaction.atomic():
         if not _ours(submission).select_for_update().exists():
             return None
+        # Rung first of what runs after the commit (the generation bumps write stamp files: ~1 ms each): the
+        # client's wait for the verdict ends with the look it makes then.
+        waiting.announce(submission.pk)
         implementations_record(submission=submission, packed=judged.implementations, actor=WORKER)
         for report in judged.reports:
             result_store(submission=submission, report=report, actor=WORKER)
@@ -437,6 +441,7 @@ def _hand_back(submission: Submission, exc: BaseException) -> None:
                 audit_record(actor=WORKER, action="submission.state", subject=submission,
                              before={"state": Submission.State.VERIFYING},
                              after={"state": Submission.State.RECEIVED, "reason": "platform fault, will retry"})
+                waiting.announce(submission.pk)
     except DatabaseError:
         log.exception("could not hand submission %s back; the sweeper will", submission.pk)
 
@@ -455,6 +460,7 @@ def submission_fail(*, submission_id: int, detail: str) -> None:
         submission.save(update_fields=["state", "finished_at", "lease_expires_at", "error_detail"])
         audit_record(actor=WORKER, action="submission.state", subject=submission, before=before,
                      after={"state": Submission.State.ERROR})
+        waiting.announce(submission.pk)
     submission_finished.send(sender=Submission, submission=submission)
     submission_notify(submission=submission)
 

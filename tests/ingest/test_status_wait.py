@@ -8,6 +8,7 @@ import re
 import pytest
 from django.test import Client
 
+from core import wake
 from ingest import waiting
 from ingest.models import Submission
 from tests.ingest.test_uploads import acme_bundle, api, upload  # noqa: F401  (acme_bundle: a fixture)
@@ -40,6 +41,8 @@ def fake_time(monkeypatch):
     fake = FakeTime()
     monkeypatch.setattr(waiting, "_clock", fake.clock)
     monkeypatch.setattr(waiting, "_sleep", fake.sleep)
+    # No bell (core.wake): a waiter listening to Redis would wait in real time between looks.
+    monkeypatch.setattr(wake, "_url", lambda: "")
     return fake
 
 
@@ -221,3 +224,63 @@ def test_a_final_status_page_asks_for_nothing_and_a_bad_wait_is_refused(people, 
     assert "hx-get" not in html.split("<p", 1)[0] and _trigger(html) is None
     assert _page_client(people.dave).get(f"/submissions/{queued}/status/?wait=10", **THREADED).status_code == 404
     assert fake_time.sleeps == []
+
+
+# --- the bell (core.wake): with a Redis broker the worker's commit wakes the waiter --------------------------
+
+@pytest.fixture
+def bell(settings):
+    import os
+
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    if not url.startswith("redis://"):
+        if os.environ.get("PODIUM_REQUIRE_SERVICES"):
+            pytest.fail("PODIUM_REQUIRE_SERVICES is set but CELERY_BROKER_URL names no Redis")
+        pytest.skip("no Redis broker: set CELERY_BROKER_URL=redis://127.0.0.1:6379/0")
+    settings.CELERY_BROKER_URL = url
+    wake._down_until = 0.0
+
+
+@pytest.mark.services
+def test_a_ring_wakes_a_listener_in_another_thread(bell) -> None:
+    import threading
+
+    heard: list[bool] = []
+    with wake.listening("test:ring") as listener:
+        assert listener.listening
+        ringer = threading.Thread(target=wake.ring, args=("test:ring",))
+        ringer.start()
+        # A wait far longer than any ring takes: it returns because it rang, not because time ran out.
+        heard.append(listener.wait(30))
+        ringer.join()
+    with wake.listening("test:ring") as listener:
+        wake.ring("test:other")  # another name does not wake it
+        heard.append(listener.wait(0.05))
+    assert heard == [True, False]
+
+
+@pytest.mark.services
+def test_the_commit_that_moves_a_submission_rings_after_it_and_never_before(bell, people, queued,
+                                                                            django_capture_on_commit_callbacks,
+                                                                            monkeypatch) -> None:
+    rung: list[str] = []
+    monkeypatch.setattr(wake, "ring", rung.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        waiting.announce(queued)
+        assert rung == []  # inside the transaction: nothing rung yet
+    assert rung == [f"submission:{queued}"]
+
+
+def test_a_broken_bell_costs_no_answer(people, queued, settings, monkeypatch) -> None:
+    """A Redis that cannot be reached: the ring is dropped, the waiter looks by itself as without a bell."""
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    wake._down_until = 0.0
+    wake.ring("submission:1")  # no error reaches the caller
+    fake = FakeTime(on_sleep=lambda n: Submission.objects.filter(pk=queued).update(
+        state=Submission.State.VERIFYING) if n == 3 else None)
+    monkeypatch.setattr(waiting, "_clock", fake.clock)
+    monkeypatch.setattr(waiting, "_sleep", fake.sleep)
+    wake._down_until = 0.0
+    answer = _status(people.alice, queued, "?wait=5", **THREADED)
+    assert answer.json()["state"] == "verifying" and fake.sleeps[:3] == [waiting.CHECK_S] * 3
+    wake._down_until = 0.0
