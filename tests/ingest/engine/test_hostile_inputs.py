@@ -237,3 +237,46 @@ def test_an_oversized_system_description_is_refused() -> None:
     big = json.dumps(system(hw_notes="x" * (Limits().max_system_json_bytes + 1))).encode()
     with pytest.raises(BundleRejected, match=r"at most 256\.0 KiB"):
         check_system_json("org/systems/sys.json", big)
+
+
+def _passes_line_by_line(data: bytes, max_line_bytes: int) -> bool:
+    """The screen's own loop alone (a stream that cannot seek skips the whole-log pass)."""
+
+    class Unseekable(io.BytesIO):
+        def seekable(self) -> bool:
+            return False
+
+    try:
+        check_log_text("f", Unseekable(data), max_line_bytes)
+    except BundleRejected:
+        return False
+    return True
+
+
+def test_the_whole_log_pass_decides_as_the_line_by_line_screen() -> None:
+    """Logs made of the pieces that matter (each newline, valid and broken UTF-8, a surrogate, NUL), random
+    but seeded: the fast pass over the whole log passes exactly the logs the loop passes."""
+    import random
+
+    from ingest.bundles.layout import _passes_whole
+
+    pieces = [b"a", b"xyz", b"\n", b"\r", b"\r\n", b"\xc3\xa9", b"\xc3", b"\xa9", b"\x80", b"\xed\xa0\x80",
+              b"\xf0\x9f\x9a\x80", b"\xf0\x9f", b"\x00", b"\xff", b"\x0b", b"\x0c", b"\x1c", b"\x1e", b"\x85",
+              b"\xc2\x85", b"\xe2\x80\xa8"]
+    chooser = random.Random(20261205)
+    passed = refused = 0
+    for _ in range(3000):
+        data = b"".join(chooser.choice(pieces) for _ in range(chooser.randint(0, 14)))
+        limit = chooser.randint(0, 8)
+        expected = _passes_line_by_line(data, limit)
+        assert _passes_whole(data, limit) == expected, (data, limit)
+        passed, refused = passed + expected, refused + (not expected)
+    assert passed > 300 and refused > 300  # both kinds were tried
+
+
+def test_a_log_refused_by_the_whole_pass_is_named_by_its_first_line_at_fault() -> None:
+    data = b"ok\r\n" + b"x" * 20 + b"\nfine\n\xc3 broken\n"
+    with pytest.raises(BundleRejected, match="line 2 is"):
+        check_log_text("f", io.BytesIO(data), 10)
+    with pytest.raises(BundleRejected, match="line 4 is not valid UTF-8"):
+        check_log_text("f", io.BytesIO(data), 100)
