@@ -226,6 +226,36 @@ class Api:
         raise TimeoutError(f"submission {submission_id} not final after {timeout} s")
 
 
+TIMES = """
+import json
+from ingest.models import Submission
+rows = Submission.objects.filter(pk__in=IDS).values_list("pk", "created_at", "started_at", "finished_at")
+print(json.dumps({pk: [t.timestamp() if t else None for t in times] for pk, *times in rows}))
+"""
+
+
+def timeline(manage: list[str], env: dict[str, str], stamps: list[tuple[int, float, float]]) -> dict[str, float]:
+    """Where each upload's time went, from the times the submission's row holds (one clock: this machine's):
+    the request until its row was written, the commit and the queue until a worker claimed it, the verification
+    until its verdict was stored, and the verdict until the client had it. Medians in seconds."""
+    found = subprocess.run([*manage, "shell", "-c", f"IDS = {[pk for pk, _, _ in stamps]!r}\n{TIMES}"], env=env,
+                           cwd=ROOT, capture_output=True, text=True)
+    if found.returncode != 0:
+        return {}
+    times = json.loads(found.stdout.strip().splitlines()[-1])
+    names = ("request until its row", "commit and queue until claimed", "claimed until the verdict stored",
+             "verdict stored until the client has it")
+    parts: dict[str, list[float]] = {name: [] for name in names}
+    for pk, began, arrived in stamps:
+        created, started, finished = times.get(str(pk), (None, None, None))
+        if None in (created, started, finished):
+            continue
+        for name, value in zip(parts, (created - began, started - created, finished - started, arrived - finished),
+                               strict=True):
+            parts[name].append(value)
+    return {name: statistics.median(values) for name, values in parts.items() if values}
+
+
 def until_tasks_ended(worker_log: Path, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len(task_seconds(worker_log)) < count:
@@ -313,18 +343,22 @@ def main() -> None:
             reference = Checkers(folder)
             reference.once()
             beside: list[float] = []
+            stamps: list[tuple[int, float, float]] = []  # (submission, the upload's start, the verdict's arrival)
             for data in made[: args.sequential]:
                 start = time.perf_counter()
+                started_at = time.time()
                 accepted = api.upload(data)
                 uploads.append(time.perf_counter() - start)
                 status = api.until_final(accepted["id"], poll_s=poll_s)
                 latencies.append(time.perf_counter() - start)
+                stamps.append((accepted["id"], started_at, time.time()))
                 assert status["state"] == "verified", status
                 # After the task's end (its receivers and e-mail run after the verdict is stored), not beside it.
                 until_tasks_ended(logs / "worker.log", len(latencies))
                 beside.append(reference.once())
             reference.close()
             tasks = task_seconds(logs / "worker.log")[: args.sequential]
+            steps = timeline(manage, env, stamps)
             results: dict[int, dict] = {}
             errors: list[str] = []
 
@@ -386,6 +420,9 @@ def main() -> None:
                   f"{uploads[0]:.3f}); the task in the worker {statistics.median(tasks):.3f} s (first {tasks[0]:.3f}); "
                   f"queue, hand-off and noticing the verdict ({following}) "
                   f"{statistics.median(rest):.3f} s (first {rest[0]:.3f})")
+        if steps:
+            print("the path of an upload, from the submission's own times (medians, ms): "
+                  + "; ".join(f"{name} {value * 1000:.1f}" for name, value in steps.items()))
         print("load average (1, 5, 15 min) at the end: " + " ".join(f"{n:.2f}" for n in os.getloadavg()))
         print(f"concurrent uploads: {len(threads)} at once; all final after {wall:.2f} s; "
               f"throughput {len(threads) / wall:.2f} bundles/s ({log_count * len(threads) / wall:.1f} logs/s); "
