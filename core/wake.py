@@ -11,7 +11,7 @@ already); without a Redis broker (the embedded default: tasks run in the request
 look every CHECK_S of theirs as before. Nothing depends on a ring arriving: a ring lost (Redis down, a
 subscriber not yet listening) costs what polling cost, never a wrong answer. After a failure no bell is
 rung or listened to for RETRY_S, so a stuck Redis holds a worker or a waiter at most once in that time, for
-at most TIMEOUT_S.
+about TIMEOUT_S (a connection and a call: 0.25-0.32 s measured against a Redis that never answers).
 """
 
 from __future__ import annotations

@@ -11,10 +11,13 @@ restore; a trigger sees every write of either table, whoever makes it:
 - a result written (inserted, or its round changed) takes its round's date, whatever value it was given;
 - a round inserted or whose date changed gives the date to its results (a restore may insert a round after
   its results: the foreign keys are checked at commit).
+A result's write locks its round's row (FOR SHARE) to read the date, so that it and a change of the date
+in another transaction see each other whichever commits first (a rare pair of them can deadlock instead,
+which PostgreSQL ends by failing one: a verification is then retried, as after any database fault).
 PostgreSQL and SQLite both have them (SQLite's triggers cannot assign NEW, so there the row is updated
-after it is written, in the same statement's transaction). SQLite drops a table's triggers when Django
-rebuilds the table for an ALTER: `ensure_triggers` (post_migrate) installs them again after every
-`migrate`, and brings every copy in step once more.
+after it is written, in the same statement's transaction; SQLite runs one writer at a time). SQLite
+drops a table's triggers when Django rebuilds the table for an ALTER: `ensure_triggers` (post_migrate)
+installs them again after every `migrate`, and brings every copy in step once more.
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ _POSTGRES = [
     """
     CREATE OR REPLACE FUNCTION podium_result_takes_round_date() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        NEW.round_publication_date := (SELECT publication_date FROM catalog_round WHERE id = NEW.round_id);
+        -- FOR SHARE: a change of the round's date under way (uncommitted) is waited for and read once
+        -- committed, and one begun after waits for this transaction, whose results its trigger then sees.
+        -- Read plainly, a result written beside such a change kept the old date (its round's trigger could
+        -- not see the uncommitted row): a round moved later would have shown that result at the old date.
+        NEW.round_publication_date := (SELECT publication_date FROM catalog_round WHERE id = NEW.round_id
+                                       FOR SHARE);
         RETURN NEW;
     END $$
     """,

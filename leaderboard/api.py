@@ -356,7 +356,11 @@ class ReadApi(viewsets.ReadOnlyModelViewSet):
 
     @cached_property
     def now(self) -> datetime.datetime:
-        """The request's instant: the embargo is decided at it, once (the grant is kept for it)."""
+        """The request's instant: the embargo is decided at it, once (the grant is kept for it). Taken after
+        the freshness is read, which counts the publications passed: a page built at this instant and kept
+        under that freshness (leaderboard.page_plans) then counts at least those publications as passed. Taken
+        before it, a publication passing in between left a plan that hid its round under the later freshness."""
+        self.freshness  # noqa: B018 - read first, for the order above
         return timezone.now()
 
     @cached_property
@@ -938,8 +942,10 @@ class ResultRows:
         literal = cast(Callable[[str, Sequence[Any]], str], ops.compose_sql)
         own_sql, own_params = compiled.statement("leaderboard.api.result_own_rows",
                                                  lambda: self.rows_query(own=True), {}, using)
-        form = api_sql.kept_form(self.sql_fields, lambda column: LOOKUP_SEP not in column, literal, self.joins())
-        return form, literal(own_sql, own_params)
+        source = literal(own_sql, own_params)
+        form = api_sql.kept_form(self.sql_fields, lambda column: LOOKUP_SEP not in column, literal, self.joins(),
+                                 source)
+        return form, source
 
     @staticmethod
     def official(row: dict[str, Any]) -> bool:

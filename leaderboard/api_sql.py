@@ -129,11 +129,13 @@ def _object(fields: Sequence[Field]) -> tuple[str, list[Slot]]:
 
 
 def kept_form(fields: Sequence[Field], own: Callable[[str], bool], literal: Callable[[str, Sequence[Any]], str],
-              joins: Sequence[kept_rows.Join]) -> kept_rows.Kept:
+              joins: Sequence[kept_rows.Join], source: str) -> kept_rows.Kept:
     """`fields` (api_sql's, in order) kept in parts: each run of fields of Result's own columns (`own(column)`)
     is one kept part, written by the triggers; between them, fields read from other tables (`joins`: one for
     each such column, and for round__publication_date) are written when the page is read. `literal(sql,
-    params)`: the SQL with its parameters written in (the triggers take none)."""
+    params)`: the SQL with its parameters written in (the triggers take none). `source`: the SQL the parts are
+    written over (Result's own columns and what is computed of them, such as `official`): part of the shape,
+    as the parts are, so that a change of either is a new shape, and every row is written again."""
     parts: list[str] = []
     read: list[str] = []
     run: list[tuple[str, list[Any]]] = []
@@ -154,7 +156,8 @@ def kept_form(fields: Sequence[Field], own: Callable[[str], bool], literal: Call
             read.append(sql)
     run.append(("'}'", []))
     close_run()
-    shape = hashlib.sha256("\x00".join((kept_rows.VERSION, *kept_rows.COLUMNS, *parts)).encode()).hexdigest()[:32]
+    digested = (kept_rows.VERSION, *kept_rows.COLUMNS, source, *parts)
+    shape = hashlib.sha256("\x00".join(digested).encode()).hexdigest()[:32]
     return kept_rows.Kept(shape, tuple(parts), " || ".join(read), tuple(joins))
 
 

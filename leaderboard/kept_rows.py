@@ -121,11 +121,13 @@ def _writer(kept: Kept, own_sql: str, source: str) -> str:
     )
 
 
-def _statements(kept: Kept, own_sql: str) -> list[str]:
+def _functions(kept: Kept, own_sql: str) -> list[str]:
+    """The writer's functions for `kept`'s shape. Replaced in place (CREATE OR REPLACE keeps the function the
+    triggers name), so a new shape takes no lock on ingest_result: readers and writers go on meanwhile."""
     writer = _writer(kept, own_sql, "written")
     if "$podium$" in writer:
         raise ValueError("the writer's SQL holds the function's quote")
-    statements = [
+    return [
         f"CREATE OR REPLACE FUNCTION {_WRITTEN}() RETURNS trigger LANGUAGE plpgsql AS $podium$ "
         f"BEGIN {writer}; RETURN NULL; END $podium$",
         f"COMMENT ON FUNCTION {_WRITTEN}() IS '{kept.shape}'",
@@ -133,18 +135,37 @@ def _statements(kept: Kept, own_sql: str) -> list[str]:
         f"IF TG_OP = 'TRUNCATE' THEN TRUNCATE {TABLE}; "
         f"ELSE DELETE FROM {TABLE} WHERE result_id IN (SELECT id FROM gone); END IF; RETURN NULL; END $podium$",
     ]
-    for name, body in _TRIGGERS.items():
-        statements += [f"DROP TRIGGER IF EXISTS {name} ON ingest_result", f"CREATE TRIGGER {name} {body}"]
-    return statements + _catch_up_statements(kept, own_sql)
 
 
-def _catch_up_statements(kept: Kept, own_sql: str) -> list[str]:
-    """Every row kept under another shape, or not kept at all, written now; none kept for a result gone."""
-    catch_up = _writer(kept, own_sql, "ingest_result").replace(
-        ") r ON CONFLICT", f") r WHERE NOT EXISTS (SELECT 1 FROM {TABLE} k WHERE k.result_id = r.\"id\" "
-                          f"AND k.shape = '{kept.shape}') ON CONFLICT", 1)
-    return [catch_up,
-            f"DELETE FROM {TABLE} k WHERE NOT EXISTS (SELECT 1 FROM ingest_result r WHERE r.id = k.result_id)"]
+# Rows written per statement when every kept row is brought to a new shape: each batch is a transaction of
+# its own, so no row lock is held for the whole rewrite.
+CATCH_UP_BATCH = 20_000
+
+
+def _catch_up_statement(kept: Kept, own_sql: str, start: int, end: int) -> str:
+    """Every row of ids in [start, end) kept under another shape, or not kept at all, written now. A row kept in
+    this shape meanwhile is left as it is (ON CONFLICT ... WHERE, judged on the row as committed): a result's
+    trigger wrote it from the result as it is now, where this statement may have read an older version."""
+    return _writer(kept, own_sql, "ingest_result").replace(
+        ") r ON CONFLICT",
+        f") r WHERE r.\"id\" >= {int(start)} AND r.\"id\" < {int(end)} AND NOT EXISTS (SELECT 1 FROM {TABLE} k "
+        f"WHERE k.result_id = r.\"id\" AND k.shape = '{kept.shape}') ON CONFLICT", 1,
+    ) + f" WHERE {TABLE}.shape <> EXCLUDED.shape"
+
+
+def _catch_up(connection: BaseDatabaseWrapper, kept: Kept, own_sql: str) -> None:
+    """Every result's row kept in `kept`'s shape, batch by batch; none kept for a result gone."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT min(id), max(id) FROM ingest_result")
+        low, high = cursor.fetchone()
+    if low is not None:
+        for start in range(low, high + 1, CATCH_UP_BATCH):
+            with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+                # No parameter: the statement's text holds a % of its own (leaderboard.api_sql's dates).
+                cursor.execute(_catch_up_statement(kept, own_sql, start, start + CATCH_UP_BATCH))
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {TABLE} k WHERE NOT EXISTS (SELECT 1 FROM ingest_result r "
+                       "WHERE r.id = k.result_id)")
 
 
 def installed(connection: BaseDatabaseWrapper) -> tuple[str | None, set[str]]:
@@ -157,22 +178,28 @@ def installed(connection: BaseDatabaseWrapper) -> tuple[str | None, set[str]]:
 
 
 def install(connection: BaseDatabaseWrapper, kept: Kept, own_sql: str) -> None:
-    """The writer's functions and triggers for `kept`'s shape, and every row kept in it: idempotent."""
-    with connection.cursor() as cursor:
-        for statement in _statements(kept, own_sql):
+    """The writer's functions for `kept`'s shape and the triggers that are missing (creating one locks out
+    writes of results for that moment, never reads), in one short transaction; then every row kept in that
+    shape, batch by batch. Idempotent."""
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        for statement in _functions(kept, own_sql):
             cursor.execute(statement)
+        present = installed(connection)[1]
+        for name, body in _TRIGGERS.items():
+            if name not in present:
+                cursor.execute(f"CREATE TRIGGER {name} {body}")
+    _catch_up(connection, kept, own_sql)
 
 
 def catch_up(using: str, form_of: Callable[[str], tuple[Kept, str]]) -> None:
     """Every result's row kept in the running code's shape, where the triggers did not see the writes (a load
-    with triggers off: `session_replication_role = replica`, as bench/browse.py loads its data)."""
+    with triggers off: `session_replication_role = replica`, as bench/browse.py loads its data; rows of the
+    current shape written then stay as they are: only new rows are loaded that way)."""
     connection = connections[using]
     if connection.vendor != "postgresql" or not available(connection):
         return
     kept, own_sql = form_of(using)
-    with transaction.atomic(using=using), connection.cursor() as cursor:
-        for statement in _catch_up_statements(kept, own_sql):
-            cursor.execute(statement)
+    _catch_up(connection, kept, own_sql)
 
 
 def drop(connection: BaseDatabaseWrapper) -> None:
@@ -192,5 +219,4 @@ def ensure(using: str, form_of: Callable[[str], tuple[Kept, str]]) -> None:
     kept, own_sql = form_of(using)
     if installed(connection) == (kept.shape, set(_TRIGGERS)):
         return
-    with transaction.atomic(using=using):
-        install(connection, kept, own_sql)
+    install(connection, kept, own_sql)

@@ -124,8 +124,9 @@ def check_system_json(rel: str, data: bytes, max_bytes: int | None = None) -> No
         raise BundleRejected(f"{rel} holds {kind} where a JSON object ({{...}}) describing the system is expected")
 
 
-# Logs up to this size are screened whole first (_passes_whole), larger ones line by line only.
-_WHOLE_MAX_BYTES = 64 * 2**20
+# The screen's fast pass reads a log this many bytes at a time (_passes_whole): its memory is bounded by
+# the slice's lines, not by the log's (a 64 MiB log of two-byte lines is 22 million of them).
+_SLICE_BYTES = 2**20
 
 
 def check_log_text(rel: str, stream: BinaryIO, max_line_bytes: int | None = None) -> None:
@@ -134,9 +135,9 @@ def check_log_text(rel: str, stream: BinaryIO, max_line_bytes: int | None = None
     max_line_bytes = Limits().max_line_bytes if max_line_bytes is None else max_line_bytes
     if stream.seekable():
         start = stream.tell()
-        if _passes_whole(stream.read(_WHOLE_MAX_BYTES + 1), max_line_bytes):
+        if _passes_whole(stream, max_line_bytes):
             return
-        stream.seek(start)  # refused, or too big to read whole: line by line, for the first line at fault
+        stream.seek(start)  # refused: line by line, for the first line at fault
     lines = io.TextIOWrapper(stream, encoding="latin-1", newline=None)
     for lineno, line in enumerate(lines, start=1):
         length = len(line) - line.endswith("\n")
@@ -154,18 +155,27 @@ def check_log_text(rel: str, stream: BinaryIO, max_line_bytes: int | None = None
             ) from None
 
 
-def _passes_whole(data: bytes, max_line_bytes: int) -> bool:
-    """Whether a log read whole passes the line-by-line screen, decided without a loop in Python: valid UTF-8
-    as a whole is valid line by line (a line ends on an ASCII byte, which no multi-byte sequence holds), and
-    the longest line under universal newlines is the longest of bytes.splitlines() (LF, CR LF, CR).
-    A log that does not pass, or too big to read whole, goes line by line (the first line at fault is
-    named). The whole upload's screen took 3.9 ms of a 16 ms upload request line by line (10 BERT logs)."""
-    if len(data) > _WHOLE_MAX_BYTES:
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    if len(data) <= max_line_bytes:
-        return True
-    return max(map(len, data.splitlines())) <= max_line_bytes  # bytes split on LF, CR LF and CR only
+def _passes_whole(stream: BinaryIO, max_line_bytes: int) -> bool:
+    """Whether a log passes the line-by-line screen, decided slice by slice without a loop over its lines in
+    Python: valid UTF-8 as a whole is valid line by line (a line ends on an ASCII byte, which no multi-byte
+    sequence holds; the decoder carries a sequence cut by a slice's end over), and the longest line under
+    universal newlines is the longest of bytes.splitlines() (LF, CR LF, CR), the unfinished last line of a
+    slice carried into the next. A log that does not pass goes line by line, which names its first line at
+    fault. Line by line, the screen was 3.9 ms (profiled) of a 16 ms upload request for 10 BERT logs; this
+    way 68 us per 120 KB log for the lengths, 5 us for UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    carried = b""
+    while True:
+        data = stream.read(_SLICE_BYTES)
+        try:
+            decoder.decode(data, final=not data)
+        except UnicodeDecodeError:
+            return False
+        if not data:
+            return len(carried) <= max_line_bytes
+        lines = (carried + data).splitlines()
+        # A slice that ends inside a line leaves that line's start for the next (a CR at its end ends a line:
+        # the LF that may follow starts the next slice as an empty line, which is never the longest).
+        carried = lines.pop() if data[-1:] not in (b"\n", b"\r") and lines else b""
+        if len(carried) > max_line_bytes or max(map(len, lines), default=0) > max_line_bytes:
+            return False

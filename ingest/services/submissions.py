@@ -415,7 +415,8 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
         if not _ours(submission).select_for_update().exists():
             return None
         # Rung first of what runs after the commit (the generation bumps write stamp files: ~1 ms each): the
-        # client's wait for the verdict ends with the look it makes then.
+        # client's wait for the verdict ends with the look it makes then. A page it opens within that
+        # millisecond may still be the one kept before the bump; the status it is answered is read anew.
         waiting.announce(submission.pk)
         implementations_record(submission=submission, packed=judged.implementations, actor=WORKER)
         for report in judged.reports:

@@ -167,3 +167,31 @@ def test_a_bulk_insert_is_kept_too(rows: list[Result]) -> None:
     Result.objects.bulk_create(made)
     assert len(_kept()) == 6
     assert _page() == _python()
+
+
+def test_a_new_shape_is_installed_without_touching_the_triggers_and_rewritten_in_batches(
+        rows: list[Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replacing the writer takes no lock on ingest_result (the triggers stay, the functions they name are
+    replaced in place), and the rows are rewritten batch by batch, one transaction each."""
+    from leaderboard.api import _result_rows
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tgname, oid FROM pg_trigger WHERE tgname LIKE 'podium_result_json%%'")
+        triggers = dict(cursor.fetchall())
+        cursor.execute(f"UPDATE {kept_rows.TABLE} SET shape = 'older'")
+        cursor.execute("COMMENT ON FUNCTION podium_result_json_written() IS 'older'")
+    monkeypatch.setattr(kept_rows, "CATCH_UP_BATCH", 1)
+    kept_rows.ensure(connection.alias, kept_form)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tgname, oid FROM pg_trigger WHERE tgname LIKE 'podium_result_json%%'")
+        assert dict(cursor.fetchall()) == triggers and len(triggers) == 4
+    shape = kept_form(connection.alias)[0].shape
+    assert {kept[0] for kept in _kept().values()} == {shape} and len(_kept()) == 3
+    assert _page() == _python()
+    # The shape is the SQL the parts are written over too, not the parts alone.
+    rows_of = _result_rows()
+    fields, joins = rows_of.sql_fields, rows_of.joins()
+    literal = connection.ops.compose_sql
+    own = lambda column: "__" not in column  # noqa: E731 - as ResultRows.kept says
+    assert (api_sql.kept_form(fields, own, literal, joins, "SELECT 1").shape
+            != api_sql.kept_form(fields, own, literal, joins, "SELECT 2").shape)

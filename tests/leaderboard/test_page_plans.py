@@ -187,3 +187,18 @@ def test_a_process_keeps_a_bounded_number_of_plans(monkeypatch: pytest.MonkeyPat
     page_plans.find("b")  # used: kept over c
     page_plans.keep("e", plan)
     assert page_plans.find("b") is plan and page_plans.find("c") is None
+
+
+def test_the_request_s_instant_is_taken_after_its_freshness(people: People, results: list[Result],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan kept under a freshness that counts a publication as passed must be built at an instant after
+    it: the instant is taken after the freshness is read (taken before, a publication between the two left
+    a plan that hid its round until the next change)."""
+    from leaderboard import api
+
+    order: list[str] = []
+    freshness, now = api.cache.freshness, api.timezone.now
+    monkeypatch.setattr(api.cache, "freshness", lambda *a, **k: order.append("freshness") or freshness(*a, **k))
+    monkeypatch.setattr(api.timezone, "now", lambda: order.append("now") or now())
+    _get(_client(people.carol))
+    assert "now" in order and order.index("freshness") < order.index("now")

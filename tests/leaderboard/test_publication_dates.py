@@ -137,3 +137,44 @@ def test_the_triggers_are_installed_again_after_a_migrate_that_dropped_them(roun
     publication.ensure_triggers(using=connection.alias)
     assert publication.installed_triggers(connection) == expected
     assert _copies(round_) == {round_.publication_date}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite runs one writer at a time")
+@pytest.mark.django_db(transaction=True)
+def test_a_date_moved_while_a_result_is_written_reaches_that_result() -> None:
+    """A verification writes a result while a chair moves its round's publication later, in two transactions:
+    whichever commits first, the result ends with the round's later date (not the one it read first)."""
+    import threading
+
+    import psycopg
+
+    round_ = RoundFactory(slug="race-v1.0", publication_date=timezone.now() - datetime.timedelta(days=1))
+    bench, system = BenchmarkFactory(round=round_), SystemFactory(round=round_)
+    later = timezone.now() + datetime.timedelta(days=30)
+    settings_dict = connection.settings_dict
+    url = (f"postgresql://{settings_dict['USER'] or 'postgres'}@{settings_dict['HOST'] or '127.0.0.1'}:"
+           f"{settings_dict['PORT'] or 5432}/{settings_dict['NAME']}")
+    moved: dict[str, int] = {}
+
+    def move() -> None:
+        with psycopg.connect(url, autocommit=True) as other:
+            moved["pid"] = other.info.backend_pid
+            other.execute("UPDATE catalog_round SET publication_date = %s WHERE id = %s", [later, round_.pk])
+            moved["done"] = 1
+
+    with transaction.atomic():
+        result = ResultFactory(system=system, benchmark=bench)  # its copy read now, the round's row locked
+        mover = threading.Thread(target=move)
+        mover.start()
+        with connection.cursor() as cursor:  # until the move waits for this transaction, or is done
+            for _ in range(6_000):
+                # A transaction reads the activity statistics once unless told to read them again.
+                cursor.execute("SELECT pg_stat_clear_snapshot()")
+                cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [moved.get("pid", 0)])
+                row = cursor.fetchone()
+                if moved.get("done") or (row is not None and row[0] == "Lock"):
+                    break
+                threading.Event().wait(0.01)
+    mover.join(60)
+    assert moved.get("done") == 1
+    assert Result.objects.get(pk=result.pk).round_publication_date == later

@@ -253,12 +253,19 @@ def _passes_line_by_line(data: bytes, max_line_bytes: int) -> bool:
     return True
 
 
-def test_the_whole_log_pass_decides_as_the_line_by_line_screen() -> None:
+@pytest.mark.parametrize("slice_bytes", [1, 2, 3, 5, 2**20])
+def test_the_whole_log_pass_decides_as_the_line_by_line_screen(slice_bytes: int, monkeypatch) -> None:
     """Logs made of the pieces that matter (each newline, valid and broken UTF-8, a surrogate, NUL), random
-    but seeded: the fast pass over the whole log passes exactly the logs the loop passes."""
+    but seeded, read in slices of every size (a line, a CR LF or a UTF-8 sequence cut between two): the fast
+    pass passes exactly the logs the loop passes."""
     import random
 
-    from ingest.bundles.layout import _passes_whole
+    from ingest.bundles import layout
+
+    monkeypatch.setattr(layout, "_SLICE_BYTES", slice_bytes)
+
+    def _passes_whole(data: bytes, limit: int) -> bool:
+        return layout._passes_whole(io.BytesIO(data), limit)
 
     pieces = [b"a", b"xyz", b"\n", b"\r", b"\r\n", b"\xc3\xa9", b"\xc3", b"\xa9", b"\x80", b"\xed\xa0\x80",
               b"\xf0\x9f\x9a\x80", b"\xf0\x9f", b"\x00", b"\xff", b"\x0b", b"\x0c", b"\x1c", b"\x1e", b"\x85",
