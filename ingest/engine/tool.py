@@ -31,6 +31,7 @@ import pickle
 import select
 import signal
 import struct
+import tempfile
 import threading
 import time
 import warnings
@@ -45,7 +46,7 @@ from mlperf_logging.package_checker.seed_checker import SeedChecker
 from mlperf_logging.system_desc_checker import system_desc_checker
 
 from catalog.extensions import HERE as EXTENSIONS_FOLDER
-from ingest.engine import compiled_rules, forkserver, parse_copy, rcp_memo, rule_paths
+from ingest.engine import compiled_rules, forkserver, parse_copy, rcp_memo, rule_paths, warm_sample
 from ingest.engine.sent_back import SentBack
 
 USAGE = "training"
@@ -315,6 +316,15 @@ class _Session:
                 os.kill(pid, signal.SIGKILL)
         return _reap(pid)  # without kill: the child closed its answer pipe, so it is ending
 
+    def _send_warm_up(self, target: tuple[str, str | None]) -> None:
+        """Have the idle child warm up for `target` (ruleset, benchmark) before its first request (_warm_up)."""
+        if self.pid is None:
+            return
+        try:
+            _write_all(self.requests, _framed((_warm_up, target, 0.0)) or b"")
+        except OSError:  # gone already: the spare pool drops it
+            self.close()
+
     def let_go(self) -> None:
         """End an idle child without waiting for it: it is killed and reaped by a later start (a worker's
         verification need not wait for the kernel to tear a process down)."""
@@ -367,7 +377,8 @@ class Ahead:
 
 
 class Pipeline:
-    """Calls of one function sent to the session's child as they come, answered in order.
+    """Calls of one function (or, with `submit_call`, of others) sent to the session's child as they come,
+    answered in order.
 
     `run_bounded` waits for each answer before the next request: the child idles while the parent prepares
     the next log, and the parent while the child checks, one hand-off each way per log. Here the parent
@@ -377,6 +388,7 @@ class Pipeline:
     the end of the one before it (or from its submission, if later) to its own end as the child's clock
     says, and one that runs past its allowance is stopped: its child is killed and the calls after it go to a
     fresh one, as does every call after a crash. `fn` must be a module-level function (it is sent by name).
+    A call not yet sent to a live child can be taken back (`withdraw_last`).
     """
 
     def __init__(self, fn: Callable[..., Any], *, call_budget_s: float, allowed: Callable[[], float | None]) -> None:
@@ -385,7 +397,7 @@ class Pipeline:
         self._fn = fn
         self._call_budget_s = call_budget_s
         self._allowed = allowed
-        self._pending: list[tuple[Any, ...]] = []  # submitted, not answered yet, in order
+        self._pending: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []  # submitted, not answered, in order
         self._sent_at: list[float] = []  # when each of the first `_sent` pending calls went to `_pid`
         self._sent = 0
         self._pid: int | None = None
@@ -405,9 +417,24 @@ class Pipeline:
             self._session.let_go()
 
     def submit(self, *args: Any) -> None:
-        self._pending.append(args)
+        self.submit_call(self._fn, *args)
+
+    def submit_call(self, fn: Callable[..., Any], *args: Any) -> None:
+        """A call of another module-level function, in its place in the order."""
+        self._pending.append((fn, args))
         if not self._stopped and hasattr(os, "fork"):
             self._send()
+
+    def withdraw_last(self) -> bool:
+        """Take back the last call submitted, unanswered; False if it went to a child that is still alive (it
+        runs there, and its answer is read in its turn)."""
+        if not self._pending or (self._sent == len(self._pending) and self._pid is not None
+                                 and self._session.pid == self._pid):
+            return False
+        self._pending.pop()
+        self._sent = min(self._sent, len(self._pending))
+        del self._sent_at[self._sent:]
+        return True
 
     def _send(self) -> None:
         session = self._session
@@ -420,11 +447,12 @@ class Pipeline:
             if not self._pending:
                 return
             self._sent_at = [time.monotonic()]
-            session._start((self._fn, self._pending[0], self._call_budget_s))
+            fn, args = self._pending[0]
+            session._start((fn, args, self._call_budget_s))
             self._pid, self._sent, self._last_end = session.pid, 1, None
         while self._sent < len(self._pending):
-            data = pickle.dumps((self._fn, self._pending[self._sent], self._call_budget_s),
-                                protocol=pickle.HIGHEST_PROTOCOL)
+            fn, args = self._pending[self._sent]
+            data = pickle.dumps((fn, args, self._call_budget_s), protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 _write_all(session.requests, _FRAME.pack(len(data)) + data)
             except OSError:  # the child is gone: the next answer wanted starts another
@@ -440,7 +468,7 @@ class Pipeline:
 
     def next(self) -> tuple[float | None, Bounded]:
         """(the allowance, how the oldest submitted call ended); an allowance of None: it was not run."""
-        args = self._pending[0]
+        fn, args = self._pending[0]
         allowed = None if self._stopped else self._allowed()
         if allowed is None:
             self._stopped = True
@@ -453,7 +481,7 @@ class Pipeline:
         if not hasattr(os, "fork"):
             self._pending.pop(0)
             started = time.monotonic()
-            return allowed, Bounded(value=self._fn(*args), elapsed_s=time.monotonic() - started)
+            return allowed, Bounded(value=fn(*args), elapsed_s=time.monotonic() - started)
         if not self._sent or self._session.pid != self._pid:
             self._drop_child(kill=True)
             self._send()
@@ -494,6 +522,10 @@ def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float] | None, requ
     request = first if first is not None else _next_request(requests)
     while request is not None:
         fn, args, budget_s = request
+        if fn is _warm_up:  # sent by prepare_spare, which awaits no answer
+            _warm_up(*args)
+            request = _next_request(requests)
+            continue
         signal.alarm(max(1, math.ceil(budget_s)) + 1)
         try:
             answer: tuple[str, Any, Any, float] = ("ok", fn(*args), _fresh_kept(), 0.0)
@@ -607,7 +639,45 @@ def prepare_spare() -> None:
     while len(_SPARE_POOL) < SPARES_KEPT:
         spare = _Session()
         spare._start(None)
+        spare._send_warm_up(_WARM_FOR or _newest_target())
         _SPARE_POOL.append(spare)
+
+
+# The ruleset and benchmark of the logs this process checked last (ComplianceChecks): what the next spare
+# child warms up for, the likeliest next.
+_WARM_FOR: tuple[str, str | None] | None = None
+# In a spare child, what it warmed up for (None: it did not).
+_WARMED_FOR: tuple[str, str | None] | None = None
+
+
+def _warm_up(ruleset: str, benchmark: str | None) -> None:
+    """A spare child's first checks, of a made-up item (ingest.engine.warm_sample, which says why), taken while
+    nobody waits. Never raises and keeps nothing: a warm-up that fails only saves nothing."""
+    global _WARMED_FOR
+    _WARMED_FOR = (ruleset, benchmark)
+    try:
+        with tempfile.TemporaryDirectory(prefix="podium-warm-up-") as folder:
+            system, sample = warm_sample.write(Path(folder), benchmark)
+            _check_system_desc_here(system, ruleset)
+            _check_compliance_here(sample, ruleset, None)
+    except Exception:  # the real calls run as they would have
+        logging.getLogger(__name__).debug("a spare checker child's warm-up failed", exc_info=True)
+    finally:
+        _PARSES.start()  # the sample's parse is nobody's to reuse
+
+
+def _newest_target() -> tuple[str, str | None]:
+    """What a worker's first spares warm up for, before it checked anything: the compliance checker's newest
+    training ruleset and the first benchmark it has closed-division rules for."""
+    folder = os.path.dirname(os.path.abspath(mlp_compliance.__file__))
+    rulesets = {ruleset_dir.removeprefix(f"{USAGE}_") for ruleset_dir, _ in _ruleset_files(folder, ".yaml")}
+    versions = [ruleset for ruleset in rulesets if all(part.isdigit() for part in ruleset.split("."))]
+    if not versions:
+        return "4.0.0", None
+    newest = max(versions, key=lambda ruleset: tuple(int(part) for part in ruleset.split(".")))
+    closed = sorted(name for ruleset_dir, name in _ruleset_files(folder, ".yaml") if ruleset_dir == f"{USAGE}_{newest}"
+                    and name.startswith("closed_") and name != "closed_common.yaml")
+    return newest, closed[0].removeprefix("closed_").removesuffix(".yaml") if closed else None
 
 
 def _reap_let_go() -> None:
@@ -915,10 +985,14 @@ def _compliance_outcome(bounded: Bounded, budget: float) -> ComplianceOutcome:
 class ComplianceChecks:
     """`check_compliance` for many logs at once (see Pipeline): `submit` each log as it is ready, then
     `next()` gives (the allowance, the outcome) of each in the order submitted; an allowance of None means
-    the item's budget was spent and the log was not checked (the outcome is then a timed-out one)."""
+    the item's budget was spent and the log was not checked (the outcome is then a timed-out one).
+    `benchmark`: the item's, which the next spare child warms up for (prepare_spare)."""
 
     def __init__(self, ruleset: str, rules: Path | None = None, *, call_budget_s: float,
-                 allowed: Callable[[], float | None]) -> None:
+                 allowed: Callable[[], float | None], benchmark: str | None = None) -> None:
+        global _WARM_FOR
+        # A benchmark of Podium's own has its rules outside the package: the sample would name no rule file.
+        _WARM_FOR = (ruleset, benchmark if rules is None else None)
         self._ruleset = ruleset
         self._rules = rules
         self._pipeline = Pipeline(_check_compliance_here, call_budget_s=call_budget_s, allowed=allowed)
@@ -931,6 +1005,24 @@ class ComplianceChecks:
 
     def submit(self, path: Path) -> None:
         self._pipeline.submit(path, self._ruleset, self._rules)
+
+    def submit_seeds(self, paths: list[Path]) -> None:
+        """The seed check of `paths` (check_seeds), after the logs' checks: the child starts it as soon as they
+        end, while Podium still parses the logs, and reads the logs as those checks parsed them (_ParseReuse).
+        Its answer is read last, with `seeds()`, judged against the allowance it gets in its turn."""
+        self._pipeline.submit_call(_check_seeds_here, list(paths), self._ruleset)
+
+    def withdraw_seeds(self) -> bool:
+        """Take the seed check back (what it reads changed: a log dropped); False if it went to a live child,
+        which then runs it (the session's child is closed when the checks end without reading it)."""
+        return self._pipeline.withdraw_last()
+
+    def seeds(self) -> tuple[float | None, SeedOutcome]:
+        """(the allowance, the outcome) of the seed check, once every log's check has been read with `next()`."""
+        allowed, bounded = self._pipeline.next()
+        if allowed is None:
+            return None, SeedOutcome(passed=None, errors=[], warnings=[], timed_out=True)
+        return allowed, _seed_outcome(bounded, allowed)
 
     def next(self) -> tuple[float | None, ComplianceOutcome]:
         allowed, bounded = self._pipeline.next()
@@ -1005,7 +1097,10 @@ class SeedOutcome:
 
 def check_seeds(paths: list[Path], ruleset: str, *, budget_s: float | None = None) -> SeedOutcome:
     budget = _budget(budget_s)
-    bounded = run_bounded(_check_seeds_here, paths, ruleset, budget_s=budget)
+    return _seed_outcome(run_bounded(_check_seeds_here, paths, ruleset, budget_s=budget), budget)
+
+
+def _seed_outcome(bounded: Bounded, budget: float) -> SeedOutcome:
     if bounded.timed_out:
         return SeedOutcome(passed=None, errors=[], warnings=[], crash=_timeout_text(budget), timed_out=True,
                            elapsed_s=bounded.elapsed_s)

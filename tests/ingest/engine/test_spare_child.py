@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +108,44 @@ def test_spares_leave_when_their_parent_lets_go(spares) -> None:
     for spare in spares:
         assert os.waitpid(spare.pid, 0)[1] == 0  # it read the end of its pipe and exited cleanly
         spare.pid = None
+
+
+def _warm_state() -> tuple[object, int, int]:
+    return tool._WARMED_FOR, len(tool._PARSES._kept), tool._PARSES.hits
+
+
+def test_a_spare_warms_up_for_the_last_logs_checked_and_keeps_nothing_of_it(spares, monkeypatch,
+                                                                             tmp_path: Path) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the sample is written, in the child too
+    monkeypatch.setattr(tool, "_WARM_FOR", None)  # restored after: what ComplianceChecks sets below
+    tool.ComplianceChecks("4.0.0", call_budget_s=10, allowed=lambda: 10.0, benchmark="bert")
+    tool.prepare_spare()
+    ready = _pids(spares)
+    with tool.session():
+        # Its first answer is the call's own: the warm-up's is never sent.
+        assert tool.run_bounded(_twice, 21, budget_s=10).value == 42
+        warmed, kept, hits = tool.run_bounded(_warm_state, budget_s=10).value
+        assert tool.run_bounded(_pid, budget_s=10).value in ready
+    assert warmed == ("4.0.0", "bert")
+    assert (kept, hits) == (0, 0)  # the sample's parse is no log's to reuse
+    assert not list(tmp_path.glob("podium-warm-up-*"))
+
+
+def test_a_worker_s_first_spares_warm_up_for_the_newest_ruleset(spares, monkeypatch) -> None:
+    monkeypatch.setattr(tool, "_WARM_FOR", None)
+    tool.prepare_spare()
+    with tool.session():
+        warmed, _, _ = tool.run_bounded(_warm_state, budget_s=10).value
+    ruleset, benchmark = warmed
+    folder = Path(tool.mlp_compliance.__file__).parent / f"training_{ruleset}"
+    assert (folder / f"closed_{benchmark}.yaml").is_file()
+    newest = max((p.name.removeprefix("training_") for p in folder.parent.glob("training_*") if p.is_dir()
+                  and p.name.removeprefix("training_").replace(".", "").isdigit()),
+                 key=lambda name: tuple(int(part) for part in name.split(".")))
+    assert ruleset == newest
+
+
+def test_a_warm_up_that_fails_only_saves_nothing() -> None:
+    # A ruleset and a benchmark the checker has no rules for: the checker raises inside; the warm-up does not.
+    assert tool.run_bounded(tool._warm_up, "9.9.9", "no_such_benchmark", budget_s=10).value is None
+    assert tool.run_bounded(tool._warm_up, "4.0.0", None, budget_s=10).value is None

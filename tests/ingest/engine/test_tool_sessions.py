@@ -157,6 +157,49 @@ def test_calls_past_the_items_budget_are_not_run() -> None:
     assert all(bounded.timed_out for _, bounded in answers[1:])
 
 
+def _touch(path: str) -> str:
+    Path(path).write_text("ran")
+    return path
+
+
+def test_a_call_of_another_function_is_answered_in_its_place_by_the_same_child(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with tool.session(), tool.Pipeline(_echo, call_budget_s=10, allowed=lambda: 10.0) as calls:
+        calls.submit("a")
+        calls.submit_call(_touch, str(marker))
+        calls.submit("b")
+        (_, a), (_, touched), (_, b) = calls.next(), calls.next(), calls.next()
+    assert (a.value[0], touched.value, b.value[0]) == ("a", str(marker), "b")
+    assert a.value[1] == b.value[1]
+
+
+def test_a_call_withdrawn_after_a_timeout_never_runs(tmp_path: Path) -> None:
+    """After a call past its allowance, the calls after it wait for a fresh child: the last, withdrawn then,
+    never reaches one."""
+    marker = tmp_path / "ran"
+    with tool.session(), tool.Pipeline(_echo, call_budget_s=60, allowed=_allow(0.5, 10)) as calls:
+        calls.submit("stuck", 60)
+        calls.submit_call(_touch, str(marker))
+        _, stuck = calls.next()
+        assert stuck.timed_out
+        assert calls.withdraw_last()
+        calls.submit("after")
+        _, after = calls.next()
+    assert after.value[0] == "after" and not marker.exists()
+
+
+def test_a_call_sent_to_a_live_child_is_not_withdrawn_and_its_answer_never_leaks(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with tool.session():
+        with tool.Pipeline(_echo, call_budget_s=10, allowed=lambda: 10.0) as calls:
+            calls.submit("a")
+            calls.submit_call(_touch, str(marker))
+            assert not calls.withdraw_last()
+            assert calls.next()[1].value[0] == "a"
+        # Left unread: the session's child is closed, so its answer cannot reach the session's next call.
+        assert tool.run_bounded(_echo, "mine", budget_s=10).value[0] == "mine"
+
+
 def test_answers_left_unread_never_reach_the_sessions_next_call() -> None:
     with tool.session():
         with tool.Pipeline(_echo, call_budget_s=10, allowed=lambda: 10.0) as calls:
