@@ -87,22 +87,34 @@ _clock: Callable[[], float] = time.monotonic
 _sleep: Callable[[float], None] = time.sleep
 
 
-def until_moved(submissions: QuerySet[Submission], submission: Submission, seconds: float) -> bool:
-    """Wait up to `seconds` until the submission's state is no longer `submission.state` (or the row is
-    gone from `submissions`, what the caller may see). Returns whether it moved. Each look is its own
-    autocommit query, so it sees what the worker committed since the last; between looks it waits for the
-    worker's bell (`announce`), or CHECK_S where there is none."""
+def until_moved(submissions: QuerySet[Submission], submission: Submission,
+                seconds: float) -> Submission | None:
+    """Wait up to `seconds` until the submission's state is no longer `submission.state`, and return it as it
+    is then, read from `submissions` (what the caller may see); None if it did not move in time, NotFound if
+    it left `submissions`. Each look is its own autocommit query, so it sees what the worker committed since
+    the last; between looks it waits for the worker's bell (`announce`), or CHECK_S where there is none. A
+    look after a ring reads the whole row at once (the ring says it moved: one query on the way to the
+    answer, not two); any other look reads only the state."""
     clock, sleep = _clock, _sleep
     deadline = clock() + seconds
+    rang = False
     with wake.listening(_bell_name(submission.pk), sleep) as bell:
         while True:
-            state = submissions.filter(pk=submission.pk).values_list("state", flat=True).first()
-            if state != submission.state:
-                return True
+            if rang:
+                moved = submissions.filter(pk=submission.pk).first()
+                if moved is None:
+                    raise NotFound("No such submission.")
+                if moved.state != submission.state:
+                    return moved
+            elif submissions.filter(pk=submission.pk).values_list("state", flat=True).first() != submission.state:
+                try:
+                    return submissions.get(pk=submission.pk)
+                except Submission.DoesNotExist:
+                    raise NotFound("No such submission.") from None
             left = deadline - clock()
             if left <= 0:
-                return False
-            bell.wait(min(FALLBACK_S if bell.listening else CHECK_S, left))
+                return None
+            rang = bell.wait(min(FALLBACK_S if bell.listening else CHECK_S, left))
 
 
 def _bell_name(submission_id: int) -> str:
@@ -126,9 +138,5 @@ def follow(submissions: QuerySet[Submission], submission: Submission, wait: str 
     with slot(meta) as granted:
         if not granted:
             return submission, False
-        if until_moved(submissions, submission, seconds):
-            try:
-                submission = submissions.get(pk=submission.pk)
-            except Submission.DoesNotExist:
-                raise NotFound("No such submission.") from None
-    return submission, True
+        moved = until_moved(submissions, submission, seconds)
+    return submission if moved is None else moved, True

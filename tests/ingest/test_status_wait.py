@@ -284,3 +284,51 @@ def test_a_broken_bell_costs_no_answer(people, queued, settings, monkeypatch) ->
     answer = _status(people.alice, queued, "?wait=5", **THREADED)
     assert answer.json()["state"] == "verifying" and fake.sleeps[:3] == [waiting.CHECK_S] * 3
     wake._down_until = 0.0
+
+
+class _RingingBell:
+    """A bell that rings at its first wait, after `worker` moved the submission (no Redis needed)."""
+
+    listening = True
+
+    def __init__(self, worker) -> None:
+        self.worker = worker
+
+    def wait(self, seconds: float) -> bool:
+        self.worker()
+        return True
+
+
+def test_after_a_ring_the_moved_row_is_read_in_one_query(people, queued, fake_time, monkeypatch) -> None:
+    import contextlib
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def move() -> None:
+        Submission.objects.filter(pk=queued).update(state=Submission.State.VERIFYING)
+
+    monkeypatch.setattr(wake, "listening", lambda name, sleep: contextlib.nullcontext(_RingingBell(move)))
+    visible = Submission.objects.select_related("round", "organization")
+    with CaptureQueriesContext(connection) as queries:
+        answered, waited = waiting.follow(visible, visible.get(pk=queued), "10", THREADED)
+    assert waited and answered.state == Submission.State.VERIFYING
+    reads = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    # The submission itself, the first look (its state), and after the ring the whole row: nothing more.
+    assert len(reads) == 3, reads
+    assert answered.round.slug and answered.organization.slug  # read with the row, not one query each
+
+
+def test_a_ring_for_a_submission_that_left_sight_ends_the_wait_with_not_found(people, queued, fake_time,
+                                                                             monkeypatch) -> None:
+    import contextlib
+
+    from core.errors import NotFound
+
+    # What the caller may see: here, anything not verifying; the move takes it out of sight.
+    visible = Submission.objects.exclude(state=Submission.State.VERIFYING)
+    submission = visible.get(pk=queued)
+    monkeypatch.setattr(wake, "listening", lambda name, sleep: contextlib.nullcontext(
+        _RingingBell(lambda: Submission.objects.filter(pk=queued).update(state=Submission.State.VERIFYING))))
+    with pytest.raises(NotFound):
+        waiting.follow(visible, submission, "10", THREADED)
