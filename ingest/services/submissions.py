@@ -90,7 +90,8 @@ class UploadOutcome:
 
     @property
     def is_current(self) -> bool:
-        return submission_is_current(self.submission)
+        # A submission this upload created has no results yet: nothing to ask the database.
+        return not self.created and submission_is_current(self.submission)
 
     @property
     def message(self) -> str:

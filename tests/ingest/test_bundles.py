@@ -165,6 +165,29 @@ def test_a_bundle_of_the_folder_contents_yields_dest_itself(
     assert tree_files(folder) == tree_files(larkspur)
 
 
+@pytest.mark.parametrize("suffix", [".tar.gz", ".zip"])
+def test_each_folder_is_made_once(larkspur: Path, tmp_path: Path, dest: Path, suffix: str, monkeypatch) -> None:
+    archive = archive_folder(larkspur, tmp_path / f"bundle{suffix}", top="Larkspur_Compute")
+    made: list[Path] = []
+    real = Path.mkdir
+    depth = [0]
+
+    def mkdir(self: Path, *args: object, **kwargs: object) -> None:
+        if not depth[0]:  # a call of the extraction's, not pathlib's own for the missing parents
+            made.append(self)
+        depth[0] += 1
+        try:
+            real(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    folder = extract_bundle(archive, dest, limits=DEFAULT)
+    assert tree_files(folder) == tree_files(larkspur)
+    inside = [path for path in made if path.is_relative_to(dest)]
+    assert len(inside) == len(set(inside)), [p for p in set(inside) if inside.count(p) > 1]
+
+
 def test_the_format_comes_from_the_bytes_not_the_name(larkspur: Path, tmp_path: Path, dest: Path) -> None:
     archive = archive_folder(larkspur, tmp_path / "bundle.zip", top="Larkspur_Compute")
     renamed = archive.rename(tmp_path / "bundle.tar.gz")

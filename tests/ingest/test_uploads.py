@@ -83,6 +83,19 @@ def test_upload_is_stored_then_verified_after_commit(people, round_open, full_bu
     assert {"submission.create", "submission.state", "submission.finish"} <= set(actions)
 
 
+def test_a_new_upload_is_answered_not_current_without_asking_the_database(people, round_open, acme_bundle,
+                                                                          django_assert_num_queries) -> None:
+    from ingest.services.submissions import UploadOutcome
+
+    response = upload(api(people.alice), acme_bundle)
+    assert response.status_code == 201 and response.json()["current"] is False
+    submission = Submission.objects.get(pk=response.json()["id"])
+    with django_assert_num_queries(0):  # no results yet: none can be current
+        assert UploadOutcome(submission, created=True).is_current is False
+    with django_assert_num_queries(1):  # bytes uploaded before: their results are looked at
+        assert UploadOutcome(submission, created=False).is_current is False
+
+
 def test_same_bytes_again_return_the_existing_submission(people, round_open, acme_bundle,
                                                           django_capture_on_commit_callbacks) -> None:
     with django_capture_on_commit_callbacks(execute=True):
