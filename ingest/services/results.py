@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -79,18 +80,24 @@ def bundle_findings_store(*, submission: Submission, findings: list[EngineFindin
 
 
 def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
+    """The submission's final state from its stored results and findings; a final submission holds no lease."""
     with transaction.atomic():
-        submission = Submission.objects.select_for_update().get(pk=submission.pk)
-        verdicts = set(submission.results.order_by().values_list("verdict", flat=True))  # a set: no ORDER BY
-        bundle_errors = submission.findings.filter(result=None, severity=Finding.Severity.ERROR).exists()
-        noncompliant = Result.Verdict.NONCOMPLIANT in verdicts or bundle_errors
+        # Locked and judged in one statement (each is a round trip on the way to an upload's verdict).
+        submission = Submission.objects.select_for_update().annotate(
+            noncompliant_result=Exists(Result.objects.filter(submission=OuterRef("pk"),
+                                                             verdict=Result.Verdict.NONCOMPLIANT)),
+            bundle_error=Exists(Finding.objects.filter(submission=OuterRef("pk"), result=None,
+                                                       severity=Finding.Severity.ERROR)),
+        ).get(pk=submission.pk)
+        noncompliant = submission.noncompliant_result or submission.bundle_error
         state = Submission.State.NONCOMPLIANT if noncompliant else Submission.State.VERIFIED
         if submission.state == state and submission.finished_at is not None:
             return submission
         before = {"state": submission.state}
         submission.state = state
         submission.finished_at = timezone.now()
-        submission.save(update_fields=["state", "finished_at"])
+        submission.lease_expires_at = None
+        submission.save(update_fields=["state", "finished_at", "lease_expires_at"])
         audit_record(actor=actor, action="submission.finish", subject=submission, before=before,
                      after={"state": state})
         bump_generation(round_id=submission.round_id)  # its results' state: a change confined to its round

@@ -424,9 +424,10 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
             result_store(submission=submission, report=report, actor=WORKER)
         bundle_findings_store(submission=submission, findings=judged.bundle_findings)
         implementation_findings_store(submission=submission)
-        finished = submission_finish(submission=submission, actor=WORKER)
+        finished = submission_finish(submission=submission, actor=WORKER)  # the lease released with it
         _supersede_older(finished)
-        Submission.objects.filter(pk=submission.pk).update(lease_expires_at=None)
+        if finished.lease_expires_at is not None:  # finished before (a state it had already): released here
+            Submission.objects.filter(pk=submission.pk).update(lease_expires_at=None)
     # Read again with what the notification names (refresh_from_db would drop them: two queries more).
     return Submission.objects.select_related("round", "organization").get(pk=submission.pk)
 
