@@ -101,20 +101,23 @@ def until_moved(submissions: QuerySet[Submission], submission: Submission,
     with wake.listening(_bell_name(submission.pk), sleep) as bell:
         while True:
             if rang:
-                moved = submissions.filter(pk=submission.pk).first()
-                if moved is None:
-                    raise NotFound("No such submission.")
+                moved = _row(submissions, submission.pk)
                 if moved.state != submission.state:
                     return moved
             elif submissions.filter(pk=submission.pk).values_list("state", flat=True).first() != submission.state:
-                try:
-                    return submissions.get(pk=submission.pk)
-                except Submission.DoesNotExist:
-                    raise NotFound("No such submission.") from None
+                return _row(submissions, submission.pk)
             left = deadline - clock()
             if left <= 0:
                 return None
             rang = bell.wait(min(FALLBACK_S if bell.listening else CHECK_S, left))
+
+
+def _row(submissions: QuerySet[Submission], pk: int) -> Submission:
+    """The submission's row as the caller may see it; NotFound once it left `submissions`."""
+    row = submissions.filter(pk=pk).first()
+    if row is None:
+        raise NotFound("No such submission.")
+    return row
 
 
 def _bell_name(submission_id: int) -> str:

@@ -318,10 +318,11 @@ class _Session:
 
     def _send_warm_up(self, target: tuple[str, str | None]) -> None:
         """Have the idle child warm up for `target` (ruleset, benchmark) before its first request (_warm_up)."""
-        if self.pid is None:
+        framed = _framed((_warm_up, target, 0.0))  # a module-level function and strings: never None
+        if self.pid is None or framed is None:
             return
         try:
-            _write_all(self.requests, _framed((_warm_up, target, 0.0)) or b"")
+            _write_all(self.requests, framed)
         except OSError:  # gone already: the spare pool drops it
             self.close()
 

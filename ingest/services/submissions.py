@@ -424,10 +424,10 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
             result_store(submission=submission, report=report, actor=WORKER)
         bundle_findings_store(submission=submission, findings=judged.bundle_findings)
         implementation_findings_store(submission=submission)
-        finished = submission_finish(submission=submission, actor=WORKER)  # the lease released with it
+        # The lease is released with the final state: the row is ours and verifying (locked above), so
+        # submission_finish sets that state here, never finding it set already.
+        finished = submission_finish(submission=submission, actor=WORKER)
         _supersede_older(finished)
-        if finished.lease_expires_at is not None:  # finished before (a state it had already): released here
-            Submission.objects.filter(pk=submission.pk).update(lease_expires_at=None)
     # Read again with what the notification names (refresh_from_db would drop them: two queries more).
     return Submission.objects.select_related("round", "organization").get(pk=submission.pk)
 
