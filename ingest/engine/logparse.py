@@ -238,20 +238,17 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
         byte_count=len(data),
         line_count=0,
     )
-    non_utf8: list[int] = []
-    stream = io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None)
-    for lineno, raw in enumerate(stream, start=1):
-        parsed.line_count = lineno
-        try:
-            text = raw.encode("latin-1").decode("utf-8")
-        except UnicodeDecodeError:
-            non_utf8.append(lineno)
-            text = raw
+    texts, non_utf8 = _lines(data)
+    latin1 = set(non_utf8)
+    parsed.line_count = len(texts)
+    for lineno, text in enumerate(texts, start=1):
         if TOKEN not in text:
             continue
-        length = _line_bytes(raw)
-        if length > MAX_LINE_BYTES:
-            parsed.long_lines.append((lineno, length))
+        # Bytes, as checker_input measures them: a character is 1 to 4 bytes, so only a long line is encoded.
+        if len(text) * 4 > MAX_LINE_BYTES:
+            length = len(text) if lineno in latin1 else len(text.encode("utf-8"))
+            if length > MAX_LINE_BYTES:
+                parsed.long_lines.append((lineno, length))
         # The official `re.sub(".*" + TOKEN, TOKEN, line)` keeps the text from the last token on;
         # rfind does the same without the regex's quadratic rescans of long lines.
         stripped = text[text.rfind(TOKEN) :].strip()
@@ -276,6 +273,35 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
         )
     parsed.findings = cap_findings(parsed.findings)
     return parsed
+
+
+def _lines(data: bytes) -> tuple[list[str], list[int]]:
+    """The log's lines as the official parser splits them (universal newlines over latin-1 text), without their
+    newlines, each decoded as UTF-8 where it is UTF-8 and as Latin-1 where it is not; and the numbers of those.
+
+    A log that is UTF-8 as a whole is decoded and split at once: its lines are the same (a newline is one byte,
+    never part of a multi-byte character) and the same text, without a decode per line (a quarter of reading a
+    real log took that). Only a log that is not goes line by line."""
+    try:
+        whole = data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        # Universal newlines: "\r\n" and a lone "\r" end a line as "\n" does (str.splitlines splits at more).
+        lines = whole.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the text after the last newline: no line, unless something is there
+        return lines, []
+    texts: list[str] = []
+    non_utf8: list[int] = []
+    for lineno, raw in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None), start=1):
+        raw = raw.rstrip("\n")
+        try:
+            texts.append(raw.encode("latin-1").decode("utf-8"))
+        except UnicodeDecodeError:
+            non_utf8.append(lineno)
+            texts.append(raw)
+    return texts, non_utf8
 
 
 def _line_bytes(raw: str) -> int:

@@ -1,0 +1,42 @@
+"""The log reader's lines (logparse._lines): a UTF-8 log is decoded and split at once; its lines must be the
+ones the line-by-line reading gives (universal newlines over Latin-1, each line decoded as UTF-8 where it is),
+whatever the bytes."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from ingest.engine import logparse
+
+
+def _line_by_line(data: bytes) -> tuple[list[str], list[int]]:
+    texts, latin1 = [], []
+    for lineno, raw in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None), start=1):
+        raw = raw.rstrip("\n")
+        try:
+            texts.append(raw.encode("latin-1").decode("utf-8"))
+        except UnicodeDecodeError:
+            latin1.append(lineno)
+            texts.append(raw)
+    return texts, latin1
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"\n", b"\n\n", b"a", b"a\n", b"a\nb", b"\r", b"\r\n", b"\r\r\n", b"\n\r", b"a\rb\r\nc\n\rd",
+    b"a\x0bb\x0cc\x1cd\x85e", "é\u2028ü\u0085x\n".encode(), b"\xff\n\xc3\xa9\n", b"\xed\xa0\x80\n",
+    b"\x00\r\x00", b":::MLLOG {}\r\n:::MLLOG {}\r",
+])
+def test_lines_are_the_line_by_line_reading(data: bytes) -> None:
+    assert logparse._lines(data) == _line_by_line(data)
+
+
+def test_random_bytes_read_the_same_both_ways() -> None:
+    rng = random.Random(5)
+    pieces = [b"\r", b"\n", b"\r\n", b"a", b":::MLLOG ", "é".encode(), "€".encode(), b"\xc3", b"\xa9", b"\xff",
+              b"\x85", "\u2028".encode(), b"\x00", b" "]
+    for _ in range(3000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        assert logparse._lines(data) == _line_by_line(data), data
