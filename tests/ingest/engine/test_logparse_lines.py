@@ -4,24 +4,11 @@ whatever the bytes."""
 
 from __future__ import annotations
 
-import io
 import random
 
 import pytest
 
 from ingest.engine import logparse
-
-
-def _line_by_line(data: bytes) -> tuple[list[str], list[int]]:
-    texts, latin1 = [], []
-    for lineno, raw in enumerate(io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None), start=1):
-        raw = raw.rstrip("\n")
-        try:
-            texts.append(raw.encode("latin-1").decode("utf-8"))
-        except UnicodeDecodeError:
-            latin1.append(lineno)
-            texts.append(raw)
-    return texts, latin1
 
 
 @pytest.mark.parametrize("data", [
@@ -30,7 +17,7 @@ def _line_by_line(data: bytes) -> tuple[list[str], list[int]]:
     b"\x00\r\x00", b":::MLLOG {}\r\n:::MLLOG {}\r",
 ])
 def test_lines_are_the_line_by_line_reading(data: bytes) -> None:
-    assert logparse._lines(data) == _line_by_line(data)
+    assert logparse._lines(data) == logparse._lines_one_by_one(data)
 
 
 def test_random_bytes_read_the_same_both_ways() -> None:
@@ -39,4 +26,4 @@ def test_random_bytes_read_the_same_both_ways() -> None:
               b"\x85", "\u2028".encode(), b"\x00", b" "]
     for _ in range(3000):
         data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
-        assert logparse._lines(data) == _line_by_line(data), data
+        assert logparse._lines(data) == logparse._lines_one_by_one(data), data
