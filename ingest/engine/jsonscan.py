@@ -8,8 +8,9 @@ kept, as mlperf-logging keeps it, so Podium reads what the checker reads), and n
 integers outside PostgreSQL's bigint and containers nested deeper than `MAX_DEPTH` are replaced by
 None and reported with their path.
 
-Most text holds none of these, and is decoded by orjson (several times faster than the standard decoder with
-the hooks below) where nothing it read could differ from what the standard decoder reads: see `_quick`.
+Most text holds none of these, and is decoded by orjson (with the checks that vouch for it, ~2.5x faster than the
+standard decoder with the hooks below) where nothing it read could differ from what the standard decoder reads:
+see `_quick`.
 """
 
 from __future__ import annotations
@@ -149,8 +150,8 @@ def loads(text: str | bytes) -> tuple[Any, list[Anomaly]]:
         return quick, []
     _SEEN.count = 0
     raw = _DECODER.decode(decoded)
-    # Nothing to clean (the usual log line): nothing met, and fewer brackets than MAX_DEPTH in the whole
-    # text, so nothing nests that deep either; the decoder built plain dicts and lists already.
+    # Nothing to clean (a text _quick could not vouch for, yet clean): nothing met, and fewer brackets than
+    # MAX_DEPTH in the whole text, so nothing nests that deep either; the decoder built plain dicts and lists.
     if not _SEEN.count and decoded.count("[") + decoded.count("{") < MAX_DEPTH:
         return raw, []
     return clean(raw)

@@ -312,7 +312,8 @@ def _lines_one_by_one(data: bytes) -> tuple[list[str], list[int]]:
 
 def _line_bytes(raw: str) -> int:
     """A line's length as MAX_LINE_BYTES bounds it: in bytes (read as latin-1, a character a byte), without
-    its newline. One measure for `parse_log`'s long_lines and `checker_input`'s refusal: they must agree."""
+    its newline. `checker_input`'s refusal; `parse_log` measures the same bytes from the text it decoded (a
+    UTF-8 line encoded again), and the two must agree (tests/ingest/engine/test_logparse_lines.py)."""
     return len(raw.rstrip("\n"))
 
 

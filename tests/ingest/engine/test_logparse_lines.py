@@ -27,3 +27,15 @@ def test_random_bytes_read_the_same_both_ways() -> None:
     for _ in range(3000):
         data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
         assert logparse._lines(data) == logparse._lines_one_by_one(data), data
+
+
+@pytest.mark.parametrize(("line", "too_long"), [
+    ("é" * (logparse.MAX_LINE_BYTES // 2 - 20), False),  # fewer bytes than the bound
+    ("é" * (logparse.MAX_LINE_BYTES // 2 + 20), True),  # fewer characters, but more bytes than the bound
+])
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])  # latin-1: the log is not UTF-8, é is one byte
+def test_parse_log_and_the_checker_s_input_measure_a_line_alike(line: str, too_long: bool, encoding: str) -> None:
+    data = (logparse.TOKEN + '{"key": "' + line + '"}\n').encode(encoding)
+    parsed = logparse.parse_log(data, "x")
+    assert bool(parsed.long_lines) is (logparse.checker_input(data) is None)
+    assert bool(parsed.long_lines) is (too_long and encoding == "utf-8")
