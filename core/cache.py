@@ -31,6 +31,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.cache import cache, caches
@@ -211,8 +212,38 @@ def _settle_at_exit() -> None:
                     "outage")
 
 
+# The attribute that marks a bump waiting for its transaction's commit (bump_generation), naming its round (None:
+# every round). A function, not an object: Django names an on-commit callback by its __qualname__.
+_ROUND_OF_BUMP = "podium_bump_round"
+
+
+def _covers(waiting: Callable[[], object], round_id: int | None) -> bool:
+    """Whether `waiting` is a bump that moves what a bump of `round_id` moves: every change's bump moves the
+    shared number, which every answer about one round is keyed on too."""
+    if not hasattr(waiting, _ROUND_OF_BUMP):
+        return False
+    theirs = getattr(waiting, _ROUND_OF_BUMP)
+    return theirs is None or theirs == round_id
+
+
 def bump_generation(round_id: int | None = None) -> None:
     """Invalidate cached public answers once the current transaction commits (at once outside one): every
     one, or with `round_id` (a change confined to that round's results) those about that round and those
-    about several rounds, not those about another round alone."""
-    transaction.on_commit(lambda: _bump_now(round_id))
+    about several rounds, not those about another round alone.
+
+    Once per transaction: a bump already waiting that covers this one, registered where it is kept
+    whenever this one would be (its savepoints are among the current ones: a rollback that drops it drops
+    this one too), stands for both. An upload's verdict bumped its round twice (the result, the submission's
+    state): two cache increments and, with a per-process cache, four stamp files more on its way."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        current = set(connection.savepoint_ids)
+        for savepoints, waiting, _robust in connection.run_on_commit:
+            if savepoints <= current and _covers(waiting, round_id):
+                return
+
+    def bump() -> None:
+        _bump_now(round_id)
+
+    setattr(bump, _ROUND_OF_BUMP, round_id)
+    transaction.on_commit(bump)

@@ -91,7 +91,7 @@ def implementations_pack(folder: Path, *, problems: list[str] | None = None) -> 
     return packed
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # in an upload's verdict: see ingest.services.results.submission_finish
 def implementations_record(*, submission: Submission, packed: list[Packed], actor: User | str) -> list[Implementation]:
     """The submission's implementations as rows; one already recorded (a retried verification) is kept."""
     recorded = []
@@ -117,7 +117,7 @@ def implementations_required(round_: Round) -> bool:
     return round_.reproduction_sample_size > 0
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # in an upload's verdict: see ingest.services.results.submission_finish
 def implementation_findings_store(*, submission: Submission) -> list[Finding]:
     """A warning on each result of the submission that no implementation ties to its system, where its
     round requires one: stored beside the engine's findings once the results and the implementations are

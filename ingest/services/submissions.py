@@ -421,7 +421,7 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
         waiting.announce(submission.pk)
         implementations_record(submission=submission, packed=judged.implementations, actor=WORKER)
         for report in judged.reports:
-            result_store(submission=submission, report=report, actor=WORKER)
+            result_store(submission=submission, report=report, actor=WORKER, locked=True)
         bundle_findings_store(submission=submission, findings=judged.bundle_findings)
         implementation_findings_store(submission=submission)
         # The lease is released with the final state: the row is ours and verifying (locked above), so

@@ -392,3 +392,43 @@ def test_run_logs_are_served_only_to_those_who_may_see_the_result(people, round_
     outsider = Client()
     outsider.login(username="dave", password=PASSWORD)
     assert outsider.get(url).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(people, round_open, full_bundle,
+                                                                               monkeypatch) -> None:
+    """Each statement is a round trip on PostgreSQL on the way to the verdict: the services the verdict's
+    transaction calls take no savepoint of their own inside it, and the row locked once stays locked (a new
+    version of entries whose systems are known: a system's first upload creates its row, in a savepoint)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(submissions, "enqueue", lambda submission_id: None)
+    first = upload(api(people.alice), full_bundle).json()["id"]
+    assert submissions.submission_verify(submission_id=first) == Submission.State.VERIFIED
+    submission_id = upload(api(people.alice), _with_readme(full_bundle)).json()["id"]
+    with CaptureQueriesContext(connection) as queries:
+        assert submissions.submission_verify(submission_id=submission_id) == Submission.State.VERIFIED
+    statements = [q["sql"].upper() for q in queries.captured_queries]
+    assert not [s for s in statements if "SAVEPOINT" in s]
+    # Locks taken only to hold the row (FOR UPDATE on PostgreSQL; SQLite locks the whole file): _store's, which
+    # also asks whether the row is still this attempt's; not one more per stored item (the bundle has 7).
+    # submission_finish locks it in the statement that judges it.
+    locks = [s for s in statements if s.startswith('SELECT 1 AS "A" FROM "INGEST_SUBMISSION"')]
+    assert len(locks) == 1, locks
+    assert Result.objects.filter(submission_id=submission_id, is_current=True).count() == 7
+
+
+def _with_readme(data: bytes) -> bytes:
+    """The same bundle with a README beside its folders: other bytes, the same entries."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as source, tarfile.open(fileobj=out, mode="w:gz") as copy:
+        top = None
+        for member in source.getmembers():
+            top = top or member.name.split("/")[0]
+            copy.addfile(member, source.extractfile(member) if member.isfile() else None)
+        readme = tarfile.TarInfo(f"{top}/README.md")
+        text = b"a second version\n"
+        readme.size = len(text)
+        copy.addfile(readme, io.BytesIO(text))
+    return out.getvalue()
