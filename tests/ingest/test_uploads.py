@@ -432,3 +432,17 @@ def _with_readme(data: bytes) -> bytes:
         readme.size = len(text)
         copy.addfile(readme, io.BytesIO(text))
     return out.getvalue()
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_result_stored_as_locked_outside_a_transaction_is_refused(people, round_open) -> None:
+    """`locked=True` skips the lock and the savepoint because the caller's transaction holds both: outside one
+    (autocommit) nothing would hold the row, and the item's rows would commit one by one."""
+    from ingest.services.results import result_store
+    from tests.factories import SubmissionFactory
+
+    submission = SubmissionFactory(round=round_open, organization=people.acme)
+    with pytest.raises(RuntimeError, match="inside the transaction"):
+        result_store(submission=submission, report=None, actor="worker", locked=True)  # type: ignore[arg-type]
+    assert not Result.objects.exists()
