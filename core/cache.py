@@ -215,12 +215,15 @@ def _settle_at_exit() -> None:
 # The attribute that marks a bump waiting for its transaction's commit (bump_generation), naming its round (None:
 # every round). A function, not an object: Django names an on-commit callback by its __qualname__.
 _ROUND_OF_BUMP = "podium_bump_round"
+# And whether it ran: only before the commit does it stand for a later bump (a test's capture of the on-commit
+# callbacks runs them inside the test's transaction, where they stay listed).
+_BUMP_RAN = "podium_bump_ran"
 
 
 def _covers(waiting: Callable[[], object], round_id: int | None) -> bool:
     """Whether `waiting` is a bump that moves what a bump of `round_id` moves: every change's bump moves the
     shared number, which every answer about one round is keyed on too."""
-    if not hasattr(waiting, _ROUND_OF_BUMP):
+    if not hasattr(waiting, _ROUND_OF_BUMP) or getattr(waiting, _BUMP_RAN):
         return False
     theirs = getattr(waiting, _ROUND_OF_BUMP)
     return theirs is None or theirs == round_id
@@ -243,7 +246,9 @@ def bump_generation(round_id: int | None = None) -> None:
                 return
 
     def bump() -> None:
+        setattr(bump, _BUMP_RAN, True)
         _bump_now(round_id)
 
     setattr(bump, _ROUND_OF_BUMP, round_id)
+    setattr(bump, _BUMP_RAN, False)
     transaction.on_commit(bump)
