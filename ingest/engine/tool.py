@@ -128,13 +128,13 @@ def session() -> Iterator[None]:
     if getattr(_LOCAL, "session", None) is not None:
         yield
         return
-    opened = _Session()
+    opened = _Session(kept=_KEPT_SESSIONS)
     _LOCAL.session = opened
     try:
         yield
     finally:
         _LOCAL.session = None
-        opened.let_go()
+        _keep_or_let_go(opened)
 
 
 _LOCAL = threading.local()
@@ -156,10 +156,12 @@ def _framed(request: tuple[Callable[..., Any], tuple[Any, ...], float] | None) -
 class _Session:
     """The parent's end of one checker child: a pipe for requests, a pipe for answers, its pid."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: list[_Session] | None = None) -> None:
         self.pid: int | None = None
         self.requests = -1  # write end, to the child
         self.answers = -1  # read end, from the child
+        self.items = 0  # the items (sessions, calls ahead) the child served before this one (_keep_or_let_go)
+        self.kept = kept  # where its first call may take a child kept from an earlier item, and where it goes after
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> Bounded:
         started = time.monotonic()
@@ -189,13 +191,16 @@ class _Session:
         return Bounded(value=value, elapsed_s=elapsed)
 
     def _start(self, first: tuple[Callable[..., Any], tuple[Any, ...], float] | None) -> None:
-        """A child for `first` (None: a spare, idle until its first request comes through the pipe)."""
+        """A child for `first` (None: a spare, idle until its first request comes through the pipe): one kept
+        from an earlier item (in `self.kept`: _keep_or_let_go), a spare, or a fork."""
         preload()  # once per process, here: a child would import scipy for its RCP check on its own
         _reap_let_go()
         framed = _framed(first)
         # A first request that cannot be sent (a function made on the fly) needs a child forked here, which has it.
         if first is None or framed is not None:
-            if framed is not None and self._from_spare(framed):
+            if framed is not None and self.kept is not None and self._from_pool(self.kept, framed):
+                return
+            if framed is not None and self._from_pool(_SPARE_POOL, framed):
                 return
             if self._from_fork_server(framed):
                 return
@@ -243,10 +248,11 @@ class _Session:
                 return False
         return True
 
-    def _from_spare(self, framed: bytes) -> bool:
-        """Hand the `framed` first request to a spare child, if there is one alive (see prepare_spare)."""
-        while _SPARE_POOL:
-            spare = _SPARE_POOL.pop()
+    def _from_pool(self, pool: list[_Session], framed: bytes) -> bool:
+        """Hand the `framed` first request to an idle child of `pool` (the spares, prepare_spare; or children
+        kept from earlier items, _keep_or_let_go), if there is one alive."""
+        while pool:
+            spare = pool.pop()
             if spare.pid is None or _ended(spare.pid):
                 spare.close()
                 continue
@@ -255,10 +261,14 @@ class _Session:
             except OSError:
                 spare.close()
                 continue
-            self.pid, self.requests, self.answers = spare.pid, spare.requests, spare.answers
-            spare.pid, spare.requests, spare.answers = None, -1, -1
+            self._take(spare)
             return True
         return False
+
+    def _take(self, other: _Session) -> None:
+        """This session holds `other`'s child from now on; `other` holds none."""
+        self.pid, self.requests, self.answers, self.items = other.pid, other.requests, other.answers, other.items
+        other.pid, other.requests, other.answers, other.items = None, -1, -1, 0
 
     def _answer(self, deadline: float) -> tuple[tuple[str, Any, Any, float] | None, str]:
         """(the answer, ""), or (None, why there is none: "timeout", "too_big" or "ended")."""
@@ -354,7 +364,7 @@ class Ahead:
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> None:
         if not hasattr(os, "fork"):
             raise RuntimeError("a call ahead needs fork")
-        self._session = _Session()
+        self._session = _Session(kept=_KEPT_AHEAD)
         self._started = time.monotonic()
         self._session._start((fn, args, budget_s))
 
@@ -363,14 +373,16 @@ class Ahead:
         answer, why = self._session._answer(deadline)
         if answer is None:
             return self._session._lost(why, time.monotonic() - self._started)
-        self.cancel()
         kind, value, cache, ended_at = answer
         _merge_kept(cache)
         elapsed = max(ended_at - self._started, 0.0)
         if ended_at > deadline:
+            self.cancel()
             return Bounded(timed_out=True, elapsed_s=elapsed)
         if kind != "ok":
+            self.cancel()  # whatever the crash left behind stays in that child
             return Bounded(crash=value, elapsed_s=elapsed)
+        _keep_or_let_go(self._session)  # answered in time: idle, and fit for the next call ahead
         return Bounded(value=value, elapsed_s=elapsed)
 
     def cancel(self) -> None:
@@ -523,8 +535,8 @@ def _serve(first: tuple[Callable[..., Any], tuple[Any, ...], float] | None, requ
     request = first if first is not None else _next_request(requests)
     while request is not None:
         fn, args, budget_s = request
-        if fn is _warm_up:  # sent by prepare_spare, which awaits no answer
-            _warm_up(*args)
+        if fn is _warm_up or fn is _next_item:  # sent by prepare_spare or _keep_or_let_go: no answer awaited
+            fn(*args)
             request = _next_request(requests)
             continue
         signal.alarm(max(1, math.ceil(budget_s)) + 1)
@@ -587,6 +599,64 @@ _SPARES = False
 _SPARE_POOL: list[_Session] = []
 # An upload's verification starts two children: its session's, and the RCP check's started ahead (verify._RcpAhead).
 SPARES_KEPT = 2
+# Where spares are enabled, the child of an item's session that ended in good health, and the child of a call
+# ahead that answered in time, serve the next item's (_keep_or_let_go): at most one of each kind is kept.
+_KEPT_SESSIONS: list[_Session] = []
+_KEPT_AHEAD: list[_Session] = []
+# A kept child serves at most this many items; then, or once it holds this much more memory than this process
+# (a huge log's parse leaves a Python heap that does not shrink), a fresh one takes over.
+KEPT_ITEMS_MAX = 200
+KEPT_GROWTH_BYTES = 256 * 2**20
+
+
+def _keep_or_let_go(session: _Session) -> None:
+    """Keep the idle child of `session` for the next item's first call (in `session.kept`), or end it (let_go).
+
+    Why: an upload's verification took two fresh children (the session's, the RCP check's ahead), each forked
+    by the fork server and warmed up after the verdict, and ended at its end: the forks, the warm-ups, the pages
+    each child copied and its exit cost ~24 ms of CPU per upload on a two-core worker, whose next upload shared
+    those cores (bench/upload_latency.py, demo item: the task from claim to verdict 32 -> 27 ms kept).
+    What a checker call leaves in its child is the checkers' own per-process state: the rules, their compiled
+    code and the RCP means (the package's, the same for every item, as a fresh child gets them from its
+    parent); each call builds its own checker and empties the rule queue, and the parses the seed checker
+    reuses are dropped before the next item (`_next_item`). Only a child that answered every call it was sent
+    is kept: one whose call crashed, ran out of time or went unread is ended as before, as is one past
+    KEPT_ITEMS_MAX items or KEPT_GROWTH_BYTES. Only where spares are enabled (a verification worker's
+    process): elsewhere a caller may change the checkers between items (a test, an in-process import)."""
+    pool = session.kept
+    if (not _SPARES or pool is None or pool or session.pid is None or _ended(session.pid)
+            or session.items + 1 >= KEPT_ITEMS_MAX or not _lean(session.pid)):
+        session.let_go()
+        return
+    framed = _framed((_next_item, (), 0.0))
+    try:
+        assert framed is not None  # a module-level function and no arguments
+        _write_all(session.requests, framed)
+    except OSError:  # gone meanwhile
+        session.close()
+        return
+    kept = _Session()
+    kept._take(session)
+    kept.items += 1
+    pool.append(kept)
+
+
+def _lean(pid: int) -> bool:
+    """Whether the child holds at most KEPT_GROWTH_BYTES of memory more than this process (False where its
+    memory cannot be read: only Linux's /proc says it)."""
+    def resident(who: str) -> int:
+        with open(f"/proc/{who}/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    try:
+        return resident(str(pid)) <= resident("self") + KEPT_GROWTH_BYTES
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _next_item() -> None:
+    """Sent to a kept child before its next item's first call, which awaits no answer (see _serve)."""
+    _PARSES.start()  # a parse is reused within an item only
 
 
 def enable_spares() -> None:
@@ -634,10 +704,12 @@ def prepare_spare() -> None:
         # after the first tasks; the next task's writes copy this process's pages once more (at worst, bundles
         # that each bring new means, one fork per task: fewer than the two before the server).
         _fork_server_start()
-    for spare in [s for s in _SPARE_POOL if s.pid is None or _ended(s.pid)]:
-        spare.close()
-        _SPARE_POOL.remove(spare)
-    while len(_SPARE_POOL) < SPARES_KEPT:
+    for pool in (_SPARE_POOL, _KEPT_SESSIONS, _KEPT_AHEAD):
+        for spare in [s for s in pool if s.pid is None or _ended(s.pid)]:
+            spare.close()
+            pool.remove(spare)
+    # A child kept from the last item stands for a spare (the session's, or the call ahead's).
+    while len(_SPARE_POOL) + len(_KEPT_SESSIONS) + len(_KEPT_AHEAD) < SPARES_KEPT:
         spare = _Session()
         spare._start(None)
         spare._send_warm_up(_WARM_FOR or _newest_target())
@@ -1240,9 +1312,12 @@ AHEAD_NICENESS = 10
 
 
 def _yielding(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` at a lower priority (in a child that serves this one call: it never gets it back)."""
+    """`fn(*args)` at a lower priority (in a child that serves only calls ahead: it never gets it back; one kept
+    for the next call ahead, _keep_or_let_go, is lowered once)."""
     with contextlib.suppress(OSError):
-        os.nice(AHEAD_NICENESS)
+        lower = AHEAD_NICENESS - os.getpriority(os.PRIO_PROCESS, 0)
+        if lower > 0:
+            os.nice(lower)
     return fn(*args)
 
 

@@ -20,14 +20,18 @@ from ingest.engine import forkserver, tool
 @pytest.fixture
 def served(monkeypatch) -> Iterator[forkserver.ForkServer]:
     pool: list[tool._Session] = []
+    sessions: list[tool._Session] = []
+    ahead: list[tool._Session] = []
     monkeypatch.setattr(tool, "_SPARES", True)
     monkeypatch.setattr(tool, "_SPARE_POOL", pool)
+    monkeypatch.setattr(tool, "_KEPT_SESSIONS", sessions)
+    monkeypatch.setattr(tool, "_KEPT_AHEAD", ahead)
     monkeypatch.setattr(tool, "_FORK_SERVER", None)
     tool._fork_server_start()
     server = tool._FORK_SERVER
     assert server is not None, "Linux: a fork server starts"
     yield server
-    for spare in pool:
+    for spare in pool + sessions + ahead:
         spare.close()
     if tool._FORK_SERVER is not None:
         tool._FORK_SERVER.close()
@@ -185,6 +189,8 @@ def test_a_signal_the_worker_ignores_stays_ignored_in_the_children(monkeypatch) 
     pool: list[tool._Session] = []
     monkeypatch.setattr(tool, "_SPARES", True)
     monkeypatch.setattr(tool, "_SPARE_POOL", pool)
+    monkeypatch.setattr(tool, "_KEPT_SESSIONS", [])
+    monkeypatch.setattr(tool, "_KEPT_AHEAD", [])
     monkeypatch.setattr(tool, "_FORK_SERVER", None)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a Celery pool process has it
     try:
