@@ -10,7 +10,11 @@ from django.utils import timezone
 
 from catalog.models import Round
 from ingest.models import Result, Submission
-from ingest.visibility import visible_findings, visible_results, visible_submissions
+from ingest.visibility import (
+    visible_findings_of_submission,
+    visible_results_of_submission,
+    visible_submissions,
+)
 
 
 def current_digests(round_: Round, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
@@ -100,6 +104,13 @@ def submission_summary(submission: Submission, request: Any | None = None) -> di
     }
 
 
+# What the status shows of each (the rest, a finding's detail among it, is not read: it is what the answer waits
+# for once the verdict is stored).
+_STATUS_RESULT_COLUMNS = ("id", "system_slug", "benchmark_key", "division", "verdict", "score", "raw_score",
+                          "scaling_factor", "runs_count", "runs_compliant", "is_current")
+_STATUS_FINDING_COLUMNS = ("id", "severity", "checker", "rule", "file", "line", "message", "excerpt")
+
+
 def submission_status(submission: Submission, request: Any | None = None) -> dict[str, Any]:
     """The status report, with only the results and findings that the requester may see (a published
     submission may carry a result held back by a review); without a request, what the public may see."""
@@ -110,8 +121,10 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
 
     user = request.user if request is not None else AnonymousUser()
     # Every column shown is the result's own (its facts are copied from the system): no join.
-    results = visible_results(user).filter(submission=submission).order_by("system_slug", "benchmark_key")
-    findings = visible_findings(user).filter(submission=submission).order_by("file", "line", "id")
+    results = (visible_results_of_submission(user, submission).order_by("system_slug", "benchmark_key")
+               .only(*_STATUS_RESULT_COLUMNS))
+    findings = (visible_findings_of_submission(user, submission).order_by("file", "line", "id")
+                .only(*_STATUS_FINDING_COLUMNS))
     return {
         **submission_summary(submission, request),
         "queue_position": queue_position(submission),

@@ -292,6 +292,31 @@ def visible_findings(user: Visitor | Viewer, *, now: datetime.datetime | None = 
     return Finding.objects.filter(about_result | about_bundle)
 
 
+def visible_results_of_submission(user: Visitor | Viewer, submission: Submission) -> ResultQuerySet:
+    """`visible_results(user).filter(submission=submission)`, decided beforehand for a visitor who may see every
+    result of the submission's organization (its members, in any phase; site staff): then no condition beyond
+    the submission. That is who follows an upload to its verdict, and the status they are answered the moment
+    it is stored (ingest.waiting) built the whole rule: ~1 ms of CPU more, PostgreSQL, on the way to the
+    verdict."""
+    if _sees_all_of(user, submission.organization_id):
+        return Result.objects.filter(submission=submission)
+    return visible_results(user).filter(submission=submission)
+
+
+def visible_findings_of_submission(user: Visitor | Viewer, submission: Submission) -> QuerySet[Finding]:
+    """`visible_findings(user).filter(submission=submission)`, decided beforehand as visible_results_of_submission:
+    a visitor who sees every result of the organization sees its submissions, and so every finding of one."""
+    if _sees_all_of(user, submission.organization_id):
+        return Finding.objects.filter(submission=submission)
+    return visible_findings(user).filter(submission=submission)
+
+
+def _sees_all_of(user: Visitor | Viewer, organization_id: int) -> bool:
+    """Whether the grant covers every result of the organization, and so its submissions (see _granted)."""
+    grant, _ = _grant_at(user, None)
+    return grant.everything or organization_id in grant.organizations
+
+
 def visible_systems(user: Visitor | Viewer, *, now: datetime.datetime | None = None) -> QuerySet[System]:
     grant, now = _grant_at(user, now)
     return System.objects.filter(_container_q(grant, now, link="system"))

@@ -28,7 +28,8 @@ from tests.factories import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SELECTORS = {"visible_results", "visible_round_results", "visible_results_of_rounds", "visible_runs",
-             "visible_findings", "visible_systems", "visible_submissions", "visible_rounds"}
+             "visible_findings", "visible_systems", "visible_submissions", "visible_rounds",
+             "visible_results_of_submission", "visible_findings_of_submission"}
 
 
 def test_the_public_api_is_the_selectors_and_nothing_that_forgets_the_hold() -> None:
@@ -104,6 +105,45 @@ def test_the_organization_and_staff_still_see_everything(held_world) -> None:
         assert set(visibility.visible_results(user).values_list("pk", flat=True)) == every
         assert visibility.visible_submissions(user).filter(pk=w["lonely"].pk).exists()
         assert visibility.visible_systems(user).filter(pk=w["lonely_system"].pk).exists()
+
+
+def test_a_submission_s_results_and_findings_are_the_rule_decided_for_its_organization(held_world) -> None:
+    """visible_results_of_submission and visible_findings_of_submission (the upload's status) give what the
+    whole rule gives, for its own members (no condition then), another organization's, the public and staff,
+    in a published round with holds and in one not yet published."""
+    from accounts.models import Membership
+    from accounts.services import membership_add
+
+    w = held_world
+    acme = w["system"].organization
+    member = get_user_model().objects.create_user("member")
+    membership_add(user=member, organization=acme, role=Membership.Role.SUBMITTER)
+    outsider = get_user_model().objects.create_user("outsider")
+    membership_add(user=outsider, organization=OrganizationFactory(name="Other", slug="other"),
+                   role=Membership.Role.SUBMITTER)
+    staff = get_user_model().objects.create_user("root", is_staff=True)
+    later = RoundFactory(publication_date=timezone.now() + datetime.timedelta(days=30))
+    unpublished = ResultFactory(system=SystemFactory(round=later, organization=acme),
+                                benchmark=BenchmarkFactory(round=later, key="bert"))
+    FindingFactory(result=unpublished, run=RunFactory(result=unpublished))
+    FindingFactory(result=None, submission=unpublished.submission, run=None)
+    submissions = [w["resnet"].submission, w["lonely"], unpublished.submission, SubmissionFactory(round=later)]
+    seen_by_member = 0
+    for user in (member, outsider, AnonymousUser(), staff):
+        for submission in submissions:
+            results = visibility.visible_results(user).filter(submission=submission)
+            findings = visibility.visible_findings(user).filter(submission=submission)
+            assert set(visibility.visible_results_of_submission(user, submission).values_list("pk", flat=True)) \
+                == set(results.values_list("pk", flat=True)), (user, submission)
+            assert set(visibility.visible_findings_of_submission(user, submission).values_list("pk", flat=True)) \
+                == set(findings.values_list("pk", flat=True)), (user, submission)
+            if user is member:
+                seen_by_member += findings.count()
+    from ingest.models import Finding
+
+    # Every one, held and unpublished among them: the member's answer is the organization's whole.
+    assert seen_by_member == Finding.objects.filter(submission__in=submissions).count() == 6
+    assert not visibility.visible_results_of_submission(outsider, unpublished.submission).exists()
 
 
 def test_a_system_or_submission_without_results_yet_is_not_held(held_world) -> None:
