@@ -162,31 +162,25 @@ def _judged(report) -> tuple[object, ...]:
             report.raw_score, report.score, report.verdict, findings, runs)
 
 
-def test_items_judged_one_after_another_in_kept_children_are_judged_as_in_fresh_ones(demo_tree, monkeypatch) -> None:
+def test_items_judged_one_after_another_in_kept_children_are_judged_as_in_fresh_ones(kept, demo_tree,
+                                                                                    monkeypatch) -> None:
     """Every item of the demo round, those broken on purpose among them, in both orders: a child kept from one
     item (another submitter's, a broken one) changes nothing of the next one's verdict, findings or score."""
     from ingest.engine.tree import items_of
     from ingest.engine.verify import verify_item
 
+    sessions, _ = kept
     root, manifest = demo_tree
     folder = root / manifest.round("demo-2024a").folder
     sources = [source for org in sorted(p for p in folder.iterdir() if p.is_dir()) for source in items_of(org)]
     assert len(sources) >= 10
+    monkeypatch.setattr(tool, "_SPARES", False)  # fresh children, each ended with its item
     fresh = [_judged(verify_item(source, "4.0.0")) for source in sources]
-
-    sessions: list[tool._Session] = []
-    ahead: list[tool._Session] = []
+    assert not sessions
     monkeypatch.setattr(tool, "_SPARES", True)
-    monkeypatch.setattr(tool, "_SPARE_POOL", [])
-    monkeypatch.setattr(tool, "_KEPT_SESSIONS", sessions)
-    monkeypatch.setattr(tool, "_KEPT_AHEAD", ahead)
-    try:
-        forward = [_judged(verify_item(source, "4.0.0")) for source in sources]
-        kept_pid = sessions[0].pid
-        backward = [_judged(verify_item(source, "4.0.0")) for source in reversed(sources)]
-        assert sessions[0].pid == kept_pid  # one child served them all
-    finally:
-        for child in sessions + ahead:
-            child.close()
+    forward = [_judged(verify_item(source, "4.0.0")) for source in sources]
+    kept_pid = sessions[0].pid
+    backward = [_judged(verify_item(source, "4.0.0")) for source in reversed(sources)]
+    assert sessions[0].pid == kept_pid  # one child served them all
     assert forward == fresh
     assert backward[::-1] == fresh
