@@ -395,8 +395,8 @@ def test_run_logs_are_served_only_to_those_who_may_see_the_result(people, round_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(people, round_open, full_bundle,
-                                                                               monkeypatch) -> None:
+def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(people, round_open, demo_tree,
+                                                                               tmp_path, monkeypatch) -> None:
     """Each statement is a round trip on PostgreSQL on the way to the verdict: the services the verdict's
     transaction calls take no savepoint of their own inside it, and the row locked once stays locked (a new
     version of entries whose systems are known: a system's first upload creates its row, in a savepoint)."""
@@ -404,9 +404,14 @@ def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(
     from django.test.utils import CaptureQueriesContext
 
     monkeypatch.setattr(submissions, "enqueue", lambda submission_id: None)
-    first = upload(api(people.alice), full_bundle).json()["id"]
+    root, manifest = demo_tree
+    folder = root / manifest.round("demo-2024a").folder / "Larkspur_Compute"
+    first = upload(api(people.alice), tar_gz_of(folder)).json()["id"]
     assert submissions.submission_verify(submission_id=first) == Submission.State.VERIFIED
-    submission_id = upload(api(people.alice), _with_readme(full_bundle)).json()["id"]
+    copy = tmp_path / "Larkspur_Compute"  # other bytes, the same entries
+    shutil.copytree(folder, copy)
+    (copy / "README.md").write_text("a second version\n")
+    submission_id = upload(api(people.alice), tar_gz_of(copy)).json()["id"]
     with CaptureQueriesContext(connection) as queries:
         assert submissions.submission_verify(submission_id=submission_id) == Submission.State.VERIFIED
     statements = [q["sql"].upper() for q in queries.captured_queries]
@@ -418,20 +423,6 @@ def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(
     assert len(locks) == 1, locks
     assert Result.objects.filter(submission_id=submission_id, is_current=True).count() == 7
 
-
-def _with_readme(data: bytes) -> bytes:
-    """The same bundle with a README beside its folders: other bytes, the same entries."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as source, tarfile.open(fileobj=out, mode="w:gz") as copy:
-        top = None
-        for member in source.getmembers():
-            top = top or member.name.split("/")[0]
-            copy.addfile(member, source.extractfile(member) if member.isfile() else None)
-        readme = tarfile.TarInfo(f"{top}/README.md")
-        text = b"a second version\n"
-        readme.size = len(text)
-        copy.addfile(readme, io.BytesIO(text))
-    return out.getvalue()
 
 
 
