@@ -30,6 +30,7 @@ import atexit
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -37,8 +38,6 @@ from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.db import transaction
-
-from core.rediscache import unreachable_count
 
 log = logging.getLogger("podium.cache")
 
@@ -150,6 +149,14 @@ def round_generations(round_ids: list[int]) -> tuple[int, dict[int, int]]:
 
 # unreachable_count() when this process last invalidated everything after the cache could not be reached.
 _unreachable_seen = 0
+
+
+def unreachable_count() -> int:
+    """core.rediscache.unreachable_count(): 0 where this process never built the Redis cache. Not imported
+    ahead: the embedded default (a per-process cache) never imports redis (~50 ms of every start of a manage.py
+    command or a server process), and no call can have failed before the backend was built."""
+    rediscache = sys.modules.get("core.rediscache")
+    return 0 if rediscache is None else rediscache.unreachable_count()
 
 
 def _numbers(keys: list[str]) -> list[int]:

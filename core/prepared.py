@@ -27,9 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]  # psycopg 3 only
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
-from psycopg import errors, pq
 
 log = logging.getLogger("podium.database")
 
@@ -38,36 +36,6 @@ log = logging.getLogger("podium.database")
 # transaction mode before 1.21), or a DISCARD/DEALLOCATE of someone else's. psycopg still takes the
 # statement for prepared and would fail on every run: from then on this process prepares nothing.
 _refused = False
-
-
-class _Preparing(ServerBindingCursor):
-    """Values sent apart from the statement (server-side binding), which is prepared on its first run."""
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        global _refused
-        if _refused:
-            return super().execute(query, params, prepare=False)
-        try:
-            return super().execute(query, params, prepare=True)
-        except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement) as exc:
-            _refused = True
-            log.warning("PostgreSQL lost or refused a prepared statement (%s): this process prepares none any "
-                        "more. Behind a pooler that cannot keep them, set DATABASE_PREPARED_STATEMENTS=0.", exc)
-            if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
-                raise  # inside a transaction, which the error ended: the caller's to handle
-            return super().execute(query, params, prepare=False)
-        except errors.FeatureNotSupported:
-            # "cached plan must not change result type": a column the statement reads changed its type
-            # since this connection prepared it (a migration run while the site serves), and PostgreSQL
-            # refuses the kept statement on every run until it is deallocated. (Any other unsupported
-            # feature fails the run below again and is the caller's.)
-            if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
-                raise  # the transaction's rollback deallocates them all (psycopg sends DEALLOCATE ALL then)
-            log.info("A prepared statement's result type changed (a migration?): this connection's prepared "
-                     "statements are deallocated and prepared again.")
-            # psycopg forgets its own prepared statements when it sees DEALLOCATE ALL run.
-            self.connection.execute("DEALLOCATE ALL")
-            return super().execute(query, params, prepare=True)
 
 
 # A statement run this many times is never prepared by psycopg on its own: only those asked for are.
@@ -86,8 +54,12 @@ def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     raw = connection.connection
     if raw.prepare_threshold is None:  # Django's default: psycopg then ignores prepare=True
         raw.prepare_threshold = _NEVER_ON_ITS_OWN
+    # Imported here: a process whose database is SQLite (the embedded default) never imports psycopg (~60 ms of
+    # every start of a manage.py command or a server process; bench/import_corpus.py times such starts).
+    from core.prepared_pg import Preparing
+
     with connection.wrap_database_errors:
-        inner = _Preparing(raw)
+        inner = Preparing(raw)
     return _Logged(inner, connection) if connection.queries_logged else connection.make_cursor(inner)
 
 

@@ -31,7 +31,6 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 from django.utils import timezone
-from psycopg.types.numeric import Int8
 
 from core import prepared
 from leaderboard import kept_rows
@@ -247,6 +246,8 @@ def page_json(ids: Sequence[int], rows: tuple[str, Sequence[Any]], fields: Seque
             values.append(kept.shape)
         else:
             values.append(_link_part(base, cast(Slot, slot)))
+    from psycopg.types.numeric import Int8  # PostgreSQL only (see usable): not imported by a process on SQLite
+
     with prepared.cursor(connection) as cursor:
         # As bigints whatever their size: psycopg would type small ids smallint[], a statement prepared apart.
         cursor.execute(statement, [[Int8(pk) for pk in ids], *values])
