@@ -24,12 +24,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Organization
-from accounts.services import audit_record
+from accounts.services import audit_batch, audit_record
 from catalog.models import Round
 from core.broker import hand_off
 from core.errors import BadRequest
@@ -182,22 +182,23 @@ def submission_upload(*, actor: User, organization: Organization, round: Round, 
         if existing is not None:
             return UploadOutcome(existing, created=False)
         rel = storage.store(archive, sha256, _suffix(archive))
-        with transaction.atomic():
-            submission, created = Submission.objects.get_or_create(
-                round=round,
-                organization=organization,
-                sha256=sha256,
-                defaults={
-                    "source": Submission.Source.UPLOAD,
-                    "label": original_name[:500],
-                    "state": Submission.State.RECEIVED,
-                    "uploaded_by": actor,
-                    "bundle_path": rel,
-                    "bundle_size": size,
-                    "queued_at": timezone.now(),
-                },
-            )
-            if created:
+        # Inserted, not got-or-created: the bytes were looked up above, and a get_or_create's savepoint and
+        # second look are three more round trips on PostgreSQL on the way to the verdict. The same bytes uploaded
+        # at the same moment fail the insert on the unique (round, organization, sha256): that upload answers.
+        try:
+            with transaction.atomic():
+                submission = Submission.objects.create(
+                    round=round,
+                    organization=organization,
+                    sha256=sha256,
+                    source=Submission.Source.UPLOAD,
+                    label=original_name[:500],
+                    state=Submission.State.RECEIVED,
+                    uploaded_by=actor,
+                    bundle_path=rel,
+                    bundle_size=size,
+                    queued_at=timezone.now(),
+                )
                 audit_record(actor=actor, action="submission.create", subject=submission,
                              after={"state": submission.state, "sha256": sha256, "name": original_name})
                 submission_id = submission.pk
@@ -205,7 +206,12 @@ def submission_upload(*, actor: User, organization: Organization, round: Round, 
                 # outlives a rollback still stands for these bytes only (ingest.handoff).
                 handoff.hand_over(unpacked, submission_id=submission_id, sha256=sha256, limits=limits)
                 transaction.on_commit(lambda: enqueue(submission_id))
-        return UploadOutcome(submission, created)
+        except IntegrityError:
+            existing = Submission.objects.filter(round=round, organization=organization, sha256=sha256).first()
+            if existing is None:
+                raise  # another constraint: not a race of the same bytes
+            return UploadOutcome(existing, created=False)
+        return UploadOutcome(submission, created=True)
     finally:
         shutil.rmtree(unpacked, ignore_errors=True)  # gone already where it was handed over
 
@@ -412,7 +418,7 @@ def submission_verify(*, submission_id: int) -> str:
 
 def _store(submission: Submission, judged: _Judged) -> Submission | None:
     """Store every item and the verdict in one transaction, if this attempt still holds the submission."""
-    with transaction.atomic():
+    with transaction.atomic(), audit_batch():
         if not _ours(submission).select_for_update().exists():
             return None
         # Rung first of what runs after the commit (the generation bumps write stamp files: ~1 ms each): the

@@ -18,7 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts import services
-from accounts.models import ApiToken, AuditEvent, Invitation, Membership
+from accounts.models import ApiToken, AuditEvent, Invitation, Membership, Organization
 from tests.people import PASSWORD, make_people, open_round, token_for
 
 pytestmark = pytest.mark.django_db
@@ -384,3 +384,40 @@ def test_account_pages_redirect_anonymous_visitors_to_login(path, people) -> Non
     response = Client().get(path)
     assert response.status_code == 302
     assert response["Location"] == f"/accounts/login/?next={path}"
+
+
+def test_an_audit_batch_writes_its_rows_in_one_insert_in_order_at_its_end() -> None:
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from accounts.services import audit_batch, audit_record
+
+    org = Organization.objects.create(name="Batch", slug="batch")
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), audit_batch():
+        first = audit_record(actor="worker", action="one", subject=org)
+        with audit_batch():  # an inner block adds to the outer one's
+            audit_record(actor="worker", action="two", subject=org, after={"n": 2})
+        assert first.pk is None and not AuditEvent.objects.filter(action="one").exists()  # not yet
+        audit_record(actor="worker", action="three", subject=org)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('INSERT INTO "accounts_auditevent"')]
+    assert len(inserts) == 1
+    rows = list(AuditEvent.objects.filter(subject_type="organization", subject_id=org.pk).order_by("id"))
+    assert [(e.action, e.after) for e in rows] == [("one", {}), ("two", {"n": 2}), ("three", {})]
+    assert rows[0].created_at <= rows[1].created_at <= rows[2].created_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_audit_batch_that_raises_writes_nothing_and_one_outside_a_transaction_is_refused() -> None:
+    from django.db import transaction
+
+    from accounts.services import audit_batch, audit_record
+
+    org = Organization.objects.create(name="Batch", slug="batch")
+    with pytest.raises(ValueError), transaction.atomic(), audit_batch():
+        audit_record(actor="worker", action="lost", subject=org)
+        raise ValueError("the change failed")
+    assert not AuditEvent.objects.filter(action="lost").exists()
+    audit_record(actor="worker", action="alone", subject=org)  # outside any batch: written at once
+    assert AuditEvent.objects.filter(action="alone").exists()
+    with pytest.raises(RuntimeError, match="inside the transaction"), audit_batch():
+        pass

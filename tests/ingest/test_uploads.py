@@ -422,6 +422,56 @@ def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(
     locks = [s for s in statements if s.startswith('SELECT 1 AS "A" FROM "INGEST_SUBMISSION"')]
     assert len(locks) == 1, locks
     assert Result.objects.filter(submission_id=submission_id, is_current=True).count() == 7
+    # The claim's audit row, then the verdict's in one INSERT (accounts.services.audit_batch): a row per result,
+    # the final state, the older version superseded, in that order.
+    audits = [s for s in statements if s.startswith('INSERT INTO "ACCOUNTS_AUDITEVENT"')]
+    assert len(audits) == 2, audits
+    verdict = AuditEvent.objects.filter(created_at__gte=Submission.objects.get(pk=submission_id).started_at)
+    actions = [e.action for e in verdict.order_by("id")]
+    assert actions == ["submission.state"] + ["result.create"] * 7 + ["submission.finish", "submission.state"]
+    assert verdict.order_by("id").last().subject_id == first  # superseded
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_is_stored_without_a_savepoint(people, round_open, acme_bundle, monkeypatch) -> None:
+    """Its row is inserted in the request's transaction with its audit row: no get_or_create (a savepoint and a
+    second look, three round trips on PostgreSQL on the way to the verdict)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(submissions, "enqueue", lambda submission_id: None)
+    with CaptureQueriesContext(connection) as queries:
+        response = upload(api(people.alice), acme_bundle)
+    assert response.status_code == 201
+    statements = [q["sql"].upper() for q in queries.captured_queries]
+    assert not [s for s in statements if "SAVEPOINT" in s]
+    assert len([s for s in statements if s.startswith('INSERT INTO "INGEST_SUBMISSION"')]) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_bytes_uploaded_at_the_same_moment_answer_with_one_submission(people, round_open, acme_bundle,
+                                                                              monkeypatch) -> None:
+    """Another request stores the same bytes between this one's look and its insert: the insert fails on the
+    unique bundle, and this upload answers with that submission, queues nothing and hands nothing over."""
+    from ingest import storage
+    from tests.factories import SubmissionFactory
+
+    queued: list[int] = []
+    monkeypatch.setattr(submissions, "enqueue", queued.append)
+    real_store = storage.store
+
+    def store_while_another_request_inserts(archive, sha256, suffix):
+        SubmissionFactory(round=round_open, organization=people.acme, sha256=sha256)
+        return real_store(archive, sha256, suffix)
+
+    monkeypatch.setattr(storage, "store", store_while_another_request_inserts)
+    response = upload(api(people.alice), acme_bundle)
+    assert response.status_code == 200, response.content
+    other = Submission.objects.get()
+    assert response.json()["id"] == other.pk
+    assert queued == [] and not AuditEvent.objects.filter(action="submission.create").exists()
+    scratch = Path(storage.scratch_dir())
+    assert not [p for p in scratch.iterdir() if p.name.startswith(("podium-upload-", "podium-handoff"))]
 
 
 
