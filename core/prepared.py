@@ -54,8 +54,8 @@ def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     raw = connection.connection
     if raw.prepare_threshold is None:  # Django's default: psycopg then ignores prepare=True
         raw.prepare_threshold = _NEVER_ON_ITS_OWN
-    # Imported here: a process whose database is SQLite (the embedded default) never imports psycopg (~60 ms of
-    # every start of a manage.py command or a server process; bench/import_corpus.py times such starts).
+    # Imported here: a command whose database is SQLite (the embedded default) never imports psycopg, a tenth of
+    # a second of every start (tests/config/test_start_imports.py; a web process imports it anyway, through DRF).
     from core.prepared_pg import Preparing
 
     with connection.wrap_database_errors:
