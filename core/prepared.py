@@ -21,6 +21,7 @@ Django's own cursor.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from typing import Any
@@ -36,6 +37,46 @@ log = logging.getLogger("podium.database")
 # transaction mode before 1.21), or a DISCARD/DEALLOCATE of someone else's. psycopg still takes the
 # statement for prepared and would fail on every run: from then on this process prepares nothing.
 _refused = False
+
+
+@functools.cache
+def _preparing() -> type[Any]:
+    """The cursor class, made on first use: its base and psycopg are imported only where the database is PostgreSQL,
+    so that a command on SQLite (the embedded default) never imports psycopg, a tenth of a second of every start
+    (tests/config/test_start_imports.py; a web process imports it anyway, through DRF)."""
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]  # psycopg 3
+    from psycopg import errors, pq
+
+    class Preparing(ServerBindingCursor):
+        """Values sent apart from the statement (server-side binding), which is prepared on its first run."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            global _refused
+            if _refused:
+                return super().execute(query, params, prepare=False)
+            try:
+                return super().execute(query, params, prepare=True)
+            except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement) as exc:
+                _refused = True
+                log.warning("PostgreSQL lost or refused a prepared statement (%s): this process prepares none any "
+                            "more. Behind a pooler that cannot keep them, set DATABASE_PREPARED_STATEMENTS=0.", exc)
+                if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                    raise  # inside a transaction, which the error ended: the caller's to handle
+                return super().execute(query, params, prepare=False)
+            except errors.FeatureNotSupported:
+                # "cached plan must not change result type": a column the statement reads changed its type
+                # since this connection prepared it (a migration run while the site serves), and PostgreSQL
+                # refuses the kept statement on every run until it is deallocated. (Any other unsupported
+                # feature fails the run below again and is the caller's.)
+                if self.connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                    raise  # the transaction's rollback deallocates them all (psycopg sends DEALLOCATE ALL then)
+                log.info("A prepared statement's result type changed (a migration?): this connection's prepared "
+                         "statements are deallocated and prepared again.")
+                # psycopg forgets its own prepared statements when it sees DEALLOCATE ALL run.
+                self.connection.execute("DEALLOCATE ALL")
+                return super().execute(query, params, prepare=True)
+
+    return Preparing
 
 
 # A statement run this many times is never prepared by psycopg on its own: only those asked for are.
@@ -54,12 +95,8 @@ def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     raw = connection.connection
     if raw.prepare_threshold is None:  # Django's default: psycopg then ignores prepare=True
         raw.prepare_threshold = _NEVER_ON_ITS_OWN
-    # Imported here: a command whose database is SQLite (the embedded default) never imports psycopg, a tenth of
-    # a second of every start (tests/config/test_start_imports.py; a web process imports it anyway, through DRF).
-    from core.prepared_pg import Preparing
-
     with connection.wrap_database_errors:
-        inner = Preparing(raw)
+        inner = _preparing()(raw)
     return _Logged(inner, connection) if connection.queries_logged else connection.make_cursor(inner)
 
 

@@ -1,9 +1,8 @@
 """What a process on the embedded default (SQLite, a per-process cache, no broker) imports at its start: no
 PostgreSQL driver and no Redis client, ~0.2 s of every start of a manage.py command between them (django.setup()
-0.62 -> 0.43 s on a 2-core AMD EPYC, bytecode compiled). core.prepared imports its PostgreSQL cursor
-(core.prepared_pg) where the database is PostgreSQL; core.cache asks core.rediscache for its count only once the
-Redis cache was built. (A web process imports psycopg all the same where it is installed: DRF's compat module
-does, for its PostgreSQL fields.)"""
+0.62 -> 0.43 s on a 2-core AMD EPYC, bytecode compiled). core.prepared makes its PostgreSQL cursor where the
+database is PostgreSQL; core.cache asks core.rediscache for its count only once the Redis cache was built. (A web
+process imports psycopg all the same where it is installed: DRF's compat module does, for its PostgreSQL fields.)"""
 
 from __future__ import annotations
 
