@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import lzma
 import stat
 import struct
@@ -136,7 +137,7 @@ class _Window:
 
     _MAX_READ = 4 * CHUNK
 
-    def __init__(self, stream: gzip.GzipFile, ceiling: int) -> None:
+    def __init__(self, stream: gzip.GzipFile | io.BytesIO, ceiling: int) -> None:
         self._stream = stream
         self._ceiling = ceiling
 
@@ -168,13 +169,30 @@ class _Window:
 
 
 class _TarGz:
+    """A .tar.gz read header by header. One that inflates to at most IN_MEMORY_BYTES (a real 10-log BERT item's
+    bundle is ~1.2 MB) is inflated once, into memory, and read from there. Streamed, its headers are read
+    through to the end and each member's data is then inflated again from the stream's start (a gzip stream
+    seeks back by starting over): the demo's 10-log bundle took 3.4-3.6 ms to extract, 2.7-2.8 ms so (2-core
+    AMD EPYC, load 0.5-0.7; a real BERT item's ~6.2 ms either way, its copying in memory costing what the
+    second inflating did). Anything else is streamed as before; so is an archive whose inflating fails in
+    any way, so that what it is refused for, and in what order, stays what the streamed reading says (its
+    headers judged first)."""
+
+    IN_MEMORY_BYTES = 8 * 2**20
+
     def __init__(self, raw: BinaryIO, size: int, limits: Limits) -> None:
         self.compressed_size = size
         budget = min(limits.max_total_bytes, int(limits.max_ratio * size))
         # Each member also costs a header block, and perhaps an extended header and padding.
         ceiling = budget + (limits.max_members + 1) * 3 * tarfile.BLOCKSIZE + tarfile.RECORDSIZE
+        self._raw, self._ceiling = raw, ceiling
         self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
         self._window = _Window(self._gzip, ceiling)
+        whole = self._inflated(min(ceiling, self.IN_MEMORY_BYTES))
+        self._in_memory = whole is not None
+        if whole is not None:
+            # Still through a window: it refuses the one huge read a crafted extended header asks for.
+            self._window = _Window(io.BytesIO(whole), ceiling)
         # Not a context manager: open_archive closes it through close() when the caller is done.
         self._tar = tarfile.open(  # noqa: SIM115
             fileobj=cast("IO[bytes]", self._window),  # tarfile only reads, seeks and tells
@@ -182,6 +200,27 @@ class _TarGz:
             encoding="utf-8",
             errors="surrogateescape",
         )
+
+    def _inflated(self, most: int) -> bytes | None:
+        """The whole inflated stream, its CRC checked, if it is at most `most` bytes; else None, and the gzip
+        stream is opened again at its start."""
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            while chunk := self._gzip.read(min(CHUNK, most + 1 - total)):
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > most:
+                    break
+        except Exception:  # whatever it is, the streamed reading meets it again and says so
+            total = most + 1
+        if total <= most:
+            return b"".join(chunks)
+        self._gzip.close()
+        self._raw.seek(0)
+        self._gzip = gzip.GzipFile(fileobj=self._raw, mode="rb")
+        self._window = _Window(self._gzip, self._ceiling)
+        return None
 
     def headers(self) -> Iterator[Header]:
         while True:
@@ -201,6 +240,8 @@ class _TarGz:
         return stream
 
     def verify_end(self) -> None:
+        if self._in_memory:
+            return  # inflated to its end: the gzip trailer's CRC was checked then
         # tarfile stops at the end-of-archive blocks and never reaches the gzip trailer, whose CRC
         # is what tells a flipped bit or an upload cut short after the last member.
         with reading():

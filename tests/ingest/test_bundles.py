@@ -18,6 +18,7 @@ import struct
 import tarfile
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from ingest.bundles import (
     Limits,
     LooseFile,
     extract_bundle,
+    formats,
     pack_loose_files,
     read_member,
     sha256_of,
@@ -186,6 +188,42 @@ def test_each_folder_is_made_once(larkspur: Path, tmp_path: Path, dest: Path, su
     assert tree_files(folder) == tree_files(larkspur)
     inside = [path for path in made if path.is_relative_to(dest)]
     assert len(inside) == len(set(inside)), [p for p in set(inside) if inside.count(p) > 1]
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_a_small_tar_gz_is_inflated_once(larkspur: Path, tmp_path: Path, dest: Path, in_memory: bool,
+                                         monkeypatch) -> None:
+    # Streamed, each member's data is inflated again from the stream's start (a gzip stream seeks back so).
+    archive = archive_folder(larkspur, tmp_path / "bundle.tar.gz", top="Larkspur_Compute")
+    size = len(gzip.decompress(archive.read_bytes()))
+    inflated = [0]
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self._inner = real(*args, **kwargs)
+
+        def decompress(self, data: bytes, *args: object) -> bytes:
+            out = self._inner.decompress(data, *args)
+            inflated[0] += len(out)
+            return out
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+    monkeypatch.setattr(zlib, "decompressobj", Counting)
+    if not in_memory:
+        monkeypatch.setattr(formats._TarGz, "IN_MEMORY_BYTES", 0)
+    folder = extract_bundle(archive, dest, limits=DEFAULT)
+    assert tree_files(folder) == tree_files(larkspur)
+    assert (inflated[0] == size) is in_memory, (inflated[0], size)
+
+
+def test_a_tar_gz_past_the_in_memory_size_is_streamed(larkspur: Path, tmp_path: Path, dest: Path,
+                                                      monkeypatch) -> None:
+    archive = archive_folder(larkspur, tmp_path / "bundle.tar.gz", top="Larkspur_Compute")
+    monkeypatch.setattr(formats._TarGz, "IN_MEMORY_BYTES", len(gzip.decompress(archive.read_bytes())) - 1)
+    assert tree_files(extract_bundle(archive, dest, limits=DEFAULT)) == tree_files(larkspur)
 
 
 def test_the_format_comes_from_the_bytes_not_the_name(larkspur: Path, tmp_path: Path, dest: Path) -> None:
