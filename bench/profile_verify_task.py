@@ -45,7 +45,8 @@ def main() -> None:
                         help="no profiler: the wall time of each step of the task instead (median over the tasks "
                              "after the first)")
     parser.add_argument("--no-spare", action="store_true",
-                        help="no spare checker child forked after each task (a worker process keeps one)")
+                        help="no spare checker child forked, nor spare scratch folders made, after each task (a "
+                             "worker process keeps both)")
     parser.add_argument("--item", type=Path, default=None,
                         help="an item of a results tree instead of the demo's (as bench/upload_latency.py --item)")
     parser.add_argument("--no-freeze", action="store_true",
@@ -109,6 +110,10 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
         heap_freeze(collect=True)  # as the worker does last before it forks
     if not args.no_spare:
         tool.enable_spares()  # as each worker process does (config/celery.py)
+        from ingest import scratch
+
+        scratch.enable()  # and its spare scratch folders, likewise
+        scratch.prepare()
     submissions.enqueue = lambda submission_id: None  # the task is called here, not through the broker
     user = setup_globals["user"]
     org, round_ = Organization.objects.get(slug="bench-submitter"), Round.objects.get(slug="bench-v4.0")

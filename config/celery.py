@@ -1,7 +1,14 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -53,11 +60,23 @@ def _spare_checker_child(**kwargs: object) -> None:
     for a fork. The children are forked by the process's fork server (tool.enable_spares starts it), so the
     pool process itself never forks again (ingest.engine.forkserver)."""
     from core.warmup import heap_freeze
+    from ingest import scratch
     from ingest.engine import tool
 
+    # And its first verification's scratch folders, made ahead likewise (ingest.scratch).
+    scratch.enable()
+    scratch.prepare()
     heap_freeze(collect=False)  # what the pool set up since the main process froze its heap (no walk: shared pages)
     tool.enable_spares()
     tool.prepare_spare()
+
+
+@worker_process_shutdown.connect
+def _spare_scratch_removed(**kwargs: object) -> None:
+    """A pool process that ends removes the scratch folders it kept for a next verification."""
+    from ingest import scratch
+
+    scratch.discard()
 
 
 @worker_ready.connect

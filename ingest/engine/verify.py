@@ -347,16 +347,28 @@ def _timeout_finding(what: str, budget: _Budget, file: str, allowed: float | Non
     return Finding(ERROR, "tool", "checker_timeout", message, file)
 
 
-def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: Path | None) -> tuple[Path, Path,
-                                                                                                     Path]:
-    if scratch_root is not None:
-        scratch_root.mkdir(parents=True, exist_ok=True)
-    top = Path(tempfile.mkdtemp(prefix="podium-verify-", dir=scratch_root))
-    org = top / "org"
-    systems = org / "systems"
-    bench = org / "results" / "system" / source.benchmark
-    systems.mkdir(parents=True)
-    bench.mkdir(parents=True)
+def prepare_item_dirs(top: Path) -> None:
+    """Make `top` an item's working folder as verify_item(layout=top) takes it: what it would otherwise make on
+    the way to the item's verdict (ingest.scratch makes it ahead of need)."""
+    (top / "org" / "systems").mkdir(parents=True)
+    (top / "org" / "results" / "system").mkdir(parents=True)
+
+
+def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: Path | None,
+                  layout: Path | None = None) -> tuple[Path, Path, Path]:
+    if layout is not None:  # made ahead (prepare_item_dirs): only the benchmark's folder is left to make
+        top = layout
+        systems = top / "org" / "systems"
+        bench = top / "org" / "results" / "system" / source.benchmark
+        bench.mkdir()
+    else:
+        if scratch_root is not None:
+            scratch_root.mkdir(parents=True, exist_ok=True)
+        top = Path(tempfile.mkdtemp(prefix="podium-verify-", dir=scratch_root))
+        systems = top / "org" / "systems"
+        bench = top / "org" / "results" / "system" / source.benchmark
+        systems.mkdir(parents=True)
+        bench.mkdir(parents=True)
     system_json = systems / "system.json"
     if system_bytes is not None:
         system_json.write_bytes(system_bytes)
@@ -365,16 +377,21 @@ def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: 
 
 def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None = None,
                 digest: str | None = None, mode: str = UPLOAD,
-                checker_budget_s: float | None = None, keep_scratch: bool = False) -> ItemReport:
+                checker_budget_s: float | None = None, keep_scratch: bool = False,
+                layout: Path | None = None) -> ItemReport:
     """`mode`: UPLOAD (a bundle from a submitter: trust nothing in it) or IMPORT (an official results
     tree, whose published scaling.json stands). `checker_budget_s`: the most one checker call may
     take (default tool.default_budget(): tool.CHECKER_BUDGET_S or PODIUM_CHECKER_BUDGET_S).
     `keep_scratch`: the checkers' working copies are left in `scratch_root` for the caller to remove with it
-    (an upload's task removes its folder once the verdict is stored: not on the way to it)."""
+    (an upload's task removes its folder once the verdict is stored: not on the way to it).
+    `layout`: the item's working folder, made ahead by prepare_item_dirs inside the caller's `scratch_root`
+    (with keep_scratch: the caller removes it), instead of one made here."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     if keep_scratch and scratch_root is None:
         raise ValueError("keep_scratch needs a scratch_root of the caller's, which the caller removes")
+    if layout is not None and not keep_scratch:
+        raise ValueError("a layout made ahead is the caller's to remove: give keep_scratch")
     budget = _Budget(tool.default_budget() if checker_budget_s is None else checker_budget_s)
     system_bytes = source.system_json.read_bytes() if source.system_json else None
     facts = read_system_desc(system_bytes, source.system_rel, ruleset, mode=mode)
@@ -392,7 +409,7 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
         mode=mode,
     )
     files = list(source.result_files[:MAX_RUNS_PER_ITEM])
-    top, system_copy, bench = _scratch_dirs(source, system_bytes, scratch_root)
+    top, system_copy, bench = _scratch_dirs(source, system_bytes, scratch_root, layout)
     ahead: _RcpAhead | None = None
     # One checker child serves every call of the item (tool.session); each call keeps its own budget.
     try:

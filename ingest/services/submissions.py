@@ -34,6 +34,7 @@ from catalog.models import Round
 from core.broker import hand_off
 from core.errors import BadRequest
 from ingest import handoff, storage, waiting
+from ingest import scratch as task_scratch
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
 from ingest.bundles.layout import find_submitter_folder
 from ingest.engine import tool
@@ -310,14 +311,14 @@ class _Judged:
     implementations: list[Packed] = field(default_factory=list)  # the code it ships, stored already
 
 
-def _judge(submission: Submission, scratch: Path) -> _Judged:
+def _judge(submission: Submission, scratch: Path, first_item: Path | None = None) -> _Judged:
     """Every item of the bundle through the engine. No database writes: a crash here leaves nothing.
-    `scratch`: an empty folder of the task's, which the task removes (the unpacked bundle and the checkers'
-    working copies are left there)."""
+    `scratch`: a folder of the task's, which the task removes (the unpacked bundle and the checkers' working
+    copies are left there); `first_item`: the first item's working folder in it, made ahead (ingest.scratch)."""
     # A flat archive (systems/ and results/ at its top) lands in `dest` itself: name that folder
     # after the organization, so file names in findings read <org>/results/...
-    dest = scratch / "bundle" / submission.organization.slug
-    dest.parent.mkdir(parents=True)
+    dest = scratch / task_scratch.BUNDLE / submission.organization.slug
+    dest.parent.mkdir(parents=True, exist_ok=True)  # made ahead with the spare
     limits = upload_limits()
     folder = _handed_over(submission, limits, dest)
     if folder is None:
@@ -328,7 +329,7 @@ def _judge(submission: Submission, scratch: Path) -> _Judged:
         except BundleRejected as exc:  # limits tightened since the upload: the bundle's, not ours
             return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
     sources = list(items_of(folder))
-    reports = _verify_items(sources, submission.round.ruleset, scratch / "checks")
+    reports = _verify_items(sources, submission.round.ruleset, scratch / task_scratch.CHECKS, first_item)
     # Kept while the unpacked bundle is at hand, before the transaction that stores the Runs.
     for source, report in zip(sources, reports, strict=True):
         run_logs_store(source=source, logs=[(run.file, run.sha256) for run in report.runs])
@@ -356,7 +357,8 @@ def _handed_over(submission: Submission, limits: Limits, dest: Path) -> Path | N
         return None
 
 
-def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path) -> list[ItemReport]:
+def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path,
+                  first_item: Path | None = None) -> list[ItemReport]:
     """Each item within its share of the submission's checker budget: however many items a bundle holds
     and however pathological their logs, the checkers of one submission stay within 80% of the task's
     time limit (an item out of budget gets a checker_timeout finding, never a retry)."""
@@ -366,7 +368,8 @@ def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path) -> lis
         left = max(deadline - time.monotonic(), 0.0)
         share = left / (ITEM_BUDGET_FACTOR * (len(sources) - done))
         budget = min(tool.default_budget(), max(share, MIN_CHECKER_BUDGET_S))
-        reports.append(verify_item(source, ruleset, scratch_root=scratch, checker_budget_s=budget, keep_scratch=True))
+        reports.append(verify_item(source, ruleset, scratch_root=scratch, checker_budget_s=budget, keep_scratch=True,
+                                   layout=first_item if done == 0 else None))
     return reports
 
 
@@ -392,9 +395,9 @@ def submission_verify(*, submission_id: int) -> str:
         return "not claimed"
     scratch: Path | None = None
     try:
-        scratch = Path(tempfile.mkdtemp(dir=storage.scratch_dir(), prefix="podium-verify-"))
+        scratch, first_item = task_scratch.take()  # made ahead by this worker process where it could
         with _lease_renewed(submission):
-            judged = _judge(submission, scratch)
+            judged = _judge(submission, scratch, first_item)
         finished = _store(submission, judged)
     except PLATFORM_FAULTS as exc:
         _hand_back(submission, exc)
@@ -413,6 +416,7 @@ def submission_verify(*, submission_id: int) -> str:
     submission_finished.send(sender=Submission, submission=finished)
     submission_notify(submission=finished)
     tool.prepare_spare()  # the next verification's checker child, forked now that nobody waits (a worker only)
+    task_scratch.prepare()  # and its folders, likewise
     return finished.state
 
 
