@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from django.shortcuts import get_object_or_404
@@ -16,9 +14,8 @@ from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
 from accounts.viewer import signed_in
-from ingest import storage
 from ingest.api import UploadOutput, upload_answer
-from ingest.services.uploads import save_upload
+from ingest.services.uploads import saved_upload
 from ingest.visibility import visible_results
 from reviews import access, services
 from reviews.models import Borrowing, Flag
@@ -185,8 +182,7 @@ class FlagResubmissionApi(ReviewApiView):
         flag = access.access_flag(request.user, pk)
         data = ResubmissionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
-            path = save_upload(data.validated_data["bundle"], Path(tmp))
+        with saved_upload(data.validated_data["bundle"]) as path:
             submission = services.flag_resubmit(actor=signed_in(request), flag=flag, archive=path,
                                                 original_name=data.validated_data["bundle"].name)
         submission.refresh_from_db()
@@ -214,8 +210,7 @@ class BorrowingListApi(ReviewApiView):
         source = results.filter(pk=data.validated_data["source"]).first()
         if entry is None or source is None:
             return Response({"detail": "No such entry or source."}, status=status.HTTP_404_NOT_FOUND)
-        with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
-            path = save_upload(data.validated_data["bundle"], Path(tmp))
+        with saved_upload(data.validated_data["bundle"]) as path:
             borrowing = services.borrowing_start(actor=signed_in(request), entry=entry, source=source, archive=path,
                                                  original_name=data.validated_data["bundle"].name)
         borrowing.refresh_from_db()

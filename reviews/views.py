@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -17,8 +14,7 @@ from accounts.viewer import signed_in
 from catalog.models import Round
 from core.errors import Refusal
 from core.views import shows_refusals
-from ingest import storage
-from ingest.services.uploads import save_upload
+from ingest.services.uploads import saved_upload
 from ingest.visibility import visible_results, visible_rounds
 from reviews import access, notify, selectors, services
 from reviews.borrowing import hyperparameter_diff
@@ -109,8 +105,7 @@ def flag_resubmit(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "Choose the corrected bundle (.tar.gz or .zip).")
         return redirect(flag)
-    with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
-        path = save_upload(form.cleaned_data["bundle"], Path(tmp))
+    with saved_upload(form.cleaned_data["bundle"]) as path:
         submission = services.flag_resubmit(actor=signed_in(request), flag=flag, archive=path,
                                             original_name=form.cleaned_data["bundle"].name)
     messages.success(request, f"Resubmission #{submission.pk} received; its verification is under way.")
@@ -127,8 +122,7 @@ def borrow(request: HttpRequest, result_pk: int) -> HttpResponse:
     chosen = next((s for s in sources if str(s.pk) == request.GET.get("source", request.POST.get("source"))), None)
     form = BorrowForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and chosen is not None and form.is_valid():
-        with tempfile.TemporaryDirectory(dir=storage.scratch_dir()) as tmp:
-            path = save_upload(form.cleaned_data["bundle"], Path(tmp))
+        with saved_upload(form.cleaned_data["bundle"]) as path:
             try:
                 borrowing = services.borrowing_start(actor=signed_in(request), entry=entry, source=chosen, archive=path,
                                                      original_name=form.cleaned_data["bundle"].name)

@@ -83,6 +83,32 @@ def test_upload_is_stored_then_verified_after_commit(people, round_open, full_bu
     assert {"submission.create", "submission.state", "submission.finish"} <= set(actions)
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_an_uploaded_bundle_is_written_to_disk_at_most_once(people, round_open, acme_bundle, settings, monkeypatch,
+                                                           large: bool) -> None:
+    """A large upload is the temporary file Django streamed it to, not a copy; a small one, held in memory, is
+    written once, as a file of its own in the scratch folder, and is gone after the request."""
+    if large:
+        settings.FILE_UPLOAD_MAX_MEMORY_SIZE = len(acme_bundle) - 1
+    from ingest.services import uploads
+
+    given: list[tuple[Path, bytes]] = []
+    real = uploads.submission_upload
+
+    def recorded(**kwargs):
+        given.append((kwargs["archive"], kwargs["archive"].read_bytes()))
+        return real(**kwargs)
+
+    monkeypatch.setattr(uploads, "submission_upload", recorded)
+    response = upload(api(people.alice), acme_bundle)
+    assert response.status_code == 201, response.content
+    [(archive, data)] = given
+    assert data == acme_bundle
+    expected = Path(settings.FILE_UPLOAD_TEMP_DIR) if large else Path(settings.PODIUM_SCRATCH_DIR)
+    assert archive.parent == expected
+    assert not archive.exists()
+
+
 def test_a_new_upload_is_answered_not_current_without_asking_the_database(people, round_open, acme_bundle,
                                                                           django_assert_num_queries) -> None:
     from ingest.services.submissions import UploadOutcome
