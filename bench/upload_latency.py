@@ -3,11 +3,11 @@
 Starts gunicorn and a Celery worker (prefork, one process per core) on a fresh database and the real
 Redis broker, waits until the worker answers a ping (no upload is sent before it is ready, and none
 waits for it either), then:
-1. uploads a 10-log bundle N times one after the other and measures, for each, the time from the
-   start of the upload to the moment the status API reports a final state, followed as the command-line
-   client does (the server waits for each change of state, ?wait; --poll-ms to poll instead); the
-   first upload is counted like the others (a worker that imported the checkers only on its first task
-   shows here);
+1. uploads N 10-log bundles of one item (each with logs of its own, see bundles) one after the other and
+   measures, for each, the time from the start of the upload to the moment the status API reports a final
+   state, followed as the command-line client does (the server waits for each change of state, ?wait;
+   --poll-ms to poll instead); the first upload is counted like the others (a worker that imported the
+   checkers only on its first task shows here);
 2. uploads 20 different 10-log bundles at once (20 client threads) and measures the wall time until
    all are final; none may be lost (20 submissions, 20 verified).
 The reference is the in-process checker time for the same logs: the official checkers Podium runs
@@ -167,18 +167,24 @@ def bundle_folder(workdir: Path, item: Path) -> Path:
 
 def bundles(count: int, workdir: Path, item: Path | None = None) -> list[bytes]:
     """`count` distinct .tar.gz bundles of one item (default: demo_item), its system description and its
-    result files, differing only in a README."""
+    result files. Each bundle's logs are its own, as a real upload's are: the item's, each with one line of
+    the bench's appended (not an :::MLLOG line: the checkers and Podium read past it, as past a framework's
+    own output), so that every upload stores its run logs the first time, as a submitter's does (identical
+    logs are stored once: the bench measured uploads that never stored one)."""
     item = item or demo_item(workdir)
     org, system, benchmark = item.parents[2], item.parent.name, item.name
     folder = bundle_folder(workdir, item)
     (folder / "systems").mkdir(parents=True)
     shutil.copyfile(org / "systems" / f"{system}.json", folder / "systems" / f"{system}.json")
-    (folder / "results" / system / benchmark).mkdir(parents=True)
-    for log in item.glob("result_*.txt"):
-        shutil.copyfile(log, folder / "results" / system / benchmark / log.name)
+    results = folder / "results" / system / benchmark
+    results.mkdir(parents=True)
+    logs = {log.name: log.read_bytes() for log in item.glob("result_*.txt")}
     made = []
     for i in range(count):
-        (folder / "README.md").write_text(f"bench bundle {i} {uuid.uuid4()}\n")
+        mark = f"bench bundle {i} {uuid.uuid4()}"
+        (folder / "README.md").write_text(mark + "\n")
+        for name, data in logs.items():
+            (results / name).write_bytes(data + (b"" if data.endswith(b"\n") else b"\n") + mark.encode() + b"\n")
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
             archive.add(folder, arcname=folder.name)
