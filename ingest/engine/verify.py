@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -378,14 +379,18 @@ def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: 
 def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None = None,
                 digest: str | None = None, mode: str = UPLOAD,
                 checker_budget_s: float | None = None, keep_scratch: bool = False,
-                layout: Path | None = None) -> ItemReport:
+                layout: Path | None = None,
+                meanwhile: Callable[[list[tuple[str, str]]], None] | None = None) -> ItemReport:
     """`mode`: UPLOAD (a bundle from a submitter: trust nothing in it) or IMPORT (an official results
     tree, whose published scaling.json stands). `checker_budget_s`: the most one checker call may
     take (default tool.default_budget(): tool.CHECKER_BUDGET_S or PODIUM_CHECKER_BUDGET_S).
     `keep_scratch`: the checkers' working copies are left in `scratch_root` for the caller to remove with it
     (an upload's task removes its folder once the verdict is stored: not on the way to it).
     `layout`: the item's working folder, made ahead by prepare_item_dirs inside the caller's `scratch_root`
-    (with keep_scratch: the caller removes it), instead of one made here."""
+    (with keep_scratch: the caller removes it), instead of one made here.
+    `meanwhile`: called once with each run's (file, sha256), as the report's runs will name them, as soon as
+    the logs are read, while the checkers still work: what the caller does with them then (an upload's task
+    stores the run logs) is off the way to the verdict. What it raises ends the verification."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     if keep_scratch and scratch_root is None:
@@ -447,7 +452,7 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
             ahead = _RcpAhead(report, bench, reference, budget, wanted=rcp_wanted and mode == UPLOAD)
             seeds_wanted = facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset)
             copies, seeds = _check_logs(report, source, files, bench, ext.rules if ext else None, budget, ahead,
-                                        seeds_wanted=seeds_wanted)
+                                        seeds_wanted=seeds_wanted, meanwhile=meanwhile)
             _check_division(report)
             _check_run_count(report)
             if seeds_wanted:
@@ -474,7 +479,8 @@ SEED_CHECK_WITH_LOGS = True
 
 
 def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench: Path, rules_file: Path | None,
-                budget: _Budget, ahead: _RcpAhead, *, seeds_wanted: bool = False
+                budget: _Budget, ahead: _RcpAhead, *, seeds_wanted: bool = False,
+                meanwhile: Callable[[list[tuple[str, str]]], None] | None = None
                 ) -> tuple[list[Path | None], tuple[float | None, tool.SeedOutcome] | None]:
     """Parse every log, hand the checker what it reads of it, and judge each run. Returns the scratch
     copies by position (None where the log was not given to the checker) and, with `seeds_wanted`, the seed
@@ -513,6 +519,8 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
         for position, path in enumerate(files):
             logs.append(parse_log(contents[position], f"{source.rel_root}/{path.name}"))
             contents[position] = b""  # read once: no more held than a parsed log holds anyway
+        if meanwhile is not None:  # the runs as _run_report names them, while the checker works
+            meanwhile([(parsed.name, parsed.sha256) for parsed in logs])
         for position, parsed in enumerate(logs):
             copy = copies[position]
             if parsed.long_lines:

@@ -95,19 +95,44 @@ def test_importing_again_gives_older_imports_their_logs(make_tree, settings) -> 
     _every_run_has_its_log()
 
 
+def test_an_upload_stores_its_run_logs_while_the_checkers_work(people, round_open, bundle, monkeypatch,
+                                                               django_capture_on_commit_callbacks) -> None:
+    """Stored once the logs are read and before the checkers' first answer is: off the way to the verdict."""
+    from ingest.engine import tool
+
+    archive, folder = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    order: list[str] = []
+    real_store, real_next = submissions.run_logs_store, tool.ComplianceChecks.next
+
+    def stored(*, source: Any, logs: Any) -> Any:
+        order.append("stored")
+        return real_store(source=source, logs=logs)
+
+    def answer(self: Any) -> Any:
+        order.append("answer")
+        return real_next(self)
+
+    monkeypatch.setattr(submissions, "run_logs_store", stored)
+    monkeypatch.setattr(tool.ComplianceChecks, "next", answer)
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    runs = len(_logs_of(folder))
+    assert order == ["stored", *["answer"] * runs]
+    _every_run_has_its_log()
+
+
 def test_a_log_that_changes_after_it_was_judged_is_a_platform_fault_and_stores_no_run(
         people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks) -> None:
     archive, folder = bundle
     submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
-    real = submissions.verify_item
+    real = submissions.run_logs_store
 
-    def then_tampered(source: Any, *args: Any, **kwargs: Any) -> Any:
-        report = real(source, *args, **kwargs)
+    def tampered_first(*, source: Any, logs: Any) -> Any:
         log = source.result_files[0]
         log.write_bytes(log.read_bytes() + b":::MLLOG {\"forged\": true}\n")  # after hashing, before storing
-        return report
+        return real(source=source, logs=logs)
 
-    monkeypatch.setattr(submissions, "verify_item", then_tampered)
+    monkeypatch.setattr(submissions, "run_logs_store", tampered_first)
     with pytest.raises(submissions.PlatformFault, match="does not match the checksum"):
         submissions.submission_verify(submission_id=submission.pk)
     submission.refresh_from_db()
@@ -116,7 +141,7 @@ def test_a_log_that_changes_after_it_was_judged_is_a_platform_fault_and_stores_n
     forged = hashlib.sha256(_logs_of(folder)["result_0.txt"] + b":::MLLOG {\"forged\": true}\n").hexdigest()
     assert not storage.has_run_log(forged)
 
-    monkeypatch.setattr(submissions, "verify_item", real)  # the retry sees the stored bundle's true bytes
+    monkeypatch.setattr(submissions, "run_logs_store", real)  # the retry sees the stored bundle's true bytes
     assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
     _every_run_has_its_log()
 
