@@ -46,7 +46,7 @@ def unpacked(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return calls
 
 
-def _upload(people: Any, round_slug: str, data: bytes, tmp_path: Path,
+def upload_unverified(people: Any, round_slug: str, data: bytes, tmp_path: Path,
             django_capture_on_commit_callbacks: Any) -> Submission:
     """Uploaded and committed, its verification not run yet (the queued task is the callback not executed)."""
     archive = tmp_path / f"{round_slug}.tar.gz"
@@ -77,7 +77,7 @@ def _judged(submission: Submission) -> dict[str, Any]:
 def test_the_verification_judges_the_unpacked_upload_as_it_judges_the_stored_archive(
         people: Any, bundle: bytes, unpacked: list[Path], tmp_path: Path,
         django_capture_on_commit_callbacks: Any) -> None:
-    taken = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    taken = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     assert len(_handed(taken)) == 1
     assert submissions.submission_verify(submission_id=taken.pk) == Submission.State.VERIFIED
     assert unpacked == []  # nothing fetched or unpacked again
@@ -85,7 +85,7 @@ def test_the_verification_judges_the_unpacked_upload_as_it_judges_the_stored_arc
     assert list(Path(django_settings.PODIUM_SCRATCH_DIR).iterdir()) == []
 
     # The same bytes in another round, the hand-off removed: unpacked from the store, judged the same.
-    again = _upload(people, "open-b", bundle, tmp_path, django_capture_on_commit_callbacks)
+    again = upload_unverified(people, "open-b", bundle, tmp_path, django_capture_on_commit_callbacks)
     [path] = _handed(again)
     os.rename(path, tmp_path / "aside")
     assert submissions.submission_verify(submission_id=again.pk) == Submission.State.VERIFIED
@@ -98,7 +98,7 @@ def test_the_verification_judges_the_unpacked_upload_as_it_judges_the_stored_arc
 def test_a_hand_off_made_under_other_limits_is_not_taken(people: Any, bundle: bytes, unpacked: list[Path],
                                                          tmp_path: Path, settings: Any,
                                                          django_capture_on_commit_callbacks: Any) -> None:
-    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    submission = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     settings.PODIUM_MAX_MEMBERS = 4999  # tightened since the upload: judged under today's limits
     submissions.submission_verify(submission_id=submission.pk)
     assert len(unpacked) == 1
@@ -109,7 +109,7 @@ def test_an_old_hand_off_is_left_to_the_sweeper(people: Any, bundle: bytes, unpa
                                                django_capture_on_commit_callbacks: Any) -> None:
     """The sweeper removes scratch entries older than PODIUM_LITTER_MAX_AGE: a verification never takes one
     past half that age, so it never takes a tree the sweeper is removing."""
-    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    submission = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     [path] = _handed(submission)
     old = time.time() - django_settings.PODIUM_LITTER_MAX_AGE / 2 - 60
     os.utime(path, (old, old))
@@ -129,7 +129,7 @@ def test_a_refused_upload_leaves_nothing_in_the_scratch_folder(people: Any, tmp_
 
 def test_the_same_bytes_uploaded_again_hand_nothing_over(people: Any, bundle: bytes, tmp_path: Path,
                                                          django_capture_on_commit_callbacks: Any) -> None:
-    first = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    first = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     archive = tmp_path / "again.tar.gz"
     archive.write_bytes(bundle)
     outcome = submissions.submission_upload(actor=people.alice, organization=people.acme, round=first.round,
@@ -143,7 +143,7 @@ def test_a_hand_off_made_by_another_release_is_not_taken(people: Any, bundle: by
                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          django_capture_on_commit_callbacks: Any) -> None:
     """Unpacked by the code before a deploy: judged by today's code from the stored archive."""
-    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    submission = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     monkeypatch.setattr(handoff, "release", lambda: "another release")
     assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
     assert len(unpacked) == 1
@@ -152,7 +152,7 @@ def test_a_hand_off_made_by_another_release_is_not_taken(people: Any, bundle: by
 def test_a_damaged_hand_off_is_dropped_and_the_stored_archive_unpacked(
         people: Any, bundle: bytes, unpacked: list[Path], tmp_path: Path,
         django_capture_on_commit_callbacks: Any) -> None:
-    taken = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    taken = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     [path] = _handed(taken)
     [org] = path.iterdir()
     shutil.rmtree(org / "systems")  # no submitter folder any more
@@ -169,9 +169,9 @@ def test_at_most_so_many_hand_offs_wait_and_a_warning_says_why(people: Any, bund
     monkeypatch.setattr(handoff, "MAX_WAITING", 2)
     monkeypatch.setattr(handoff, "_warned", False)
     for slug in ("open-a", "open-b"):
-        _upload(people, slug, bundle, tmp_path, django_capture_on_commit_callbacks)
+        upload_unverified(people, slug, bundle, tmp_path, django_capture_on_commit_callbacks)
     with caplog.at_level(logging.WARNING, logger="podium.submissions"):
-        third = _upload(people, "open-c", bundle, tmp_path, django_capture_on_commit_callbacks)
+        third = upload_unverified(people, "open-c", bundle, tmp_path, django_capture_on_commit_callbacks)
     assert _handed(third) == []
     assert "no longer handed over" in caplog.text
     scratch = Path(django_settings.PODIUM_SCRATCH_DIR)
@@ -183,7 +183,7 @@ def test_a_large_unpacked_bundle_is_not_handed_over(people: Any, bundle: bytes, 
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     django_capture_on_commit_callbacks: Any) -> None:
     monkeypatch.setattr(handoff, "MAX_BYTES", 1000)
-    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    submission = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     assert _handed(submission) == []
     assert list(Path(django_settings.PODIUM_SCRATCH_DIR).iterdir()) == []
 
@@ -192,7 +192,7 @@ def test_the_sweeper_claims_a_hand_off_whole_before_it_removes_it(people: Any, b
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   django_capture_on_commit_callbacks: Any) -> None:
     """A verification taking it while the sweep removes it finds nothing to take, not a half-removed tree."""
-    submission = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    submission = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     [path] = _handed(submission)
     taken_meanwhile: list[bool] = []
     real_rmtree = shutil.rmtree

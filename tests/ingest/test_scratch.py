@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from ingest import scratch
 from ingest.models import Submission
 from ingest.services import submissions
-from tests.people import open_round, tar_gz_of
+from tests.ingest.test_handoff import bundle, upload_unverified  # noqa: F401  (bundle: a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -27,24 +27,6 @@ def _fresh_process() -> Iterator[None]:
     yield
     scratch.discard()
     scratch._enabled = False
-
-
-@pytest.fixture
-def bundle(demo_tree: Any) -> bytes:
-    """A whole demo submitter folder: 7 items on two systems, one run broken on purpose (findings to compare)."""
-    root, manifest = demo_tree
-    return tar_gz_of(root / manifest.round("demo-2024a").folder / "Larkspur_Compute")
-
-
-def _upload(people: Any, round_slug: str, data: bytes, tmp_path: Path,
-            django_capture_on_commit_callbacks: Any) -> Submission:
-    archive = tmp_path / f"{round_slug}.tar.gz"
-    archive.write_bytes(data)
-    with django_capture_on_commit_callbacks(execute=False):
-        outcome = submissions.submission_upload(actor=people.alice, organization=people.acme,
-                                                round=open_round(round_slug), archive=archive,
-                                                original_name="bundle.tar.gz")
-    return outcome.submission
 
 
 @pytest.fixture
@@ -89,10 +71,10 @@ def _spares() -> list[Path]:
     return sorted(Path(django_settings.PODIUM_SCRATCH_DIR).glob(f"{scratch.SPARE_PREFIX}*"))
 
 
-def test_a_task_takes_the_folders_made_ahead_and_judges_alike(people: Any, bundle: bytes, tmp_path: Path,
+def test_a_task_takes_the_folders_made_ahead_and_judges_alike(people: Any, bundle: bytes, tmp_path: Path,  # noqa: F811
                                                               folders_made: list[str],
                                                               django_capture_on_commit_callbacks: Any) -> None:
-    alone = _upload(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
+    alone = upload_unverified(people, "open-a", bundle, tmp_path, django_capture_on_commit_callbacks)
     assert submissions.submission_verify(submission_id=alone.pk) == Submission.State.VERIFIED
     made_alone = list(folders_made)
     assert _spares() == []  # not enabled: none made after it either
@@ -101,7 +83,7 @@ def test_a_task_takes_the_folders_made_ahead_and_judges_alike(people: Any, bundl
     scratch.prepare()
     assert len(_spares()) == 1
     folders_made.clear()
-    ahead = _upload(people, "open-b", bundle, tmp_path, django_capture_on_commit_callbacks)
+    ahead = upload_unverified(people, "open-b", bundle, tmp_path, django_capture_on_commit_callbacks)
     assert submissions.submission_verify(submission_id=ahead.pk) == Submission.State.VERIFIED
     # Its first item made only its benchmark's folder; the six other items each their own working folder.
     first, *later = [Path(p) for p in folders_made]
