@@ -9,9 +9,10 @@ and the task takes them by a rename; it then makes only its benchmark's folder.
 
 Where enabled (enable(): each Celery pool process, config.celery); elsewhere, and whenever no spare can be
 taken, a task makes its own as before. The spare is an entry of PODIUM_SCRATCH_DIR like any scratch folder:
-the litter sweep (ingest.cleanup) removes one a killed worker left. A spare is taken only while it is young
-enough that the task it serves ends before the sweep could take it (its age plus PODIUM_VERIFY_TIME_LIMIT
-within PODIUM_LITTER_MAX_AGE); an older one is left to the sweep.
+the litter sweep (ingest.cleanup) removes one a killed worker left. A rename keeps a folder's age, so a spare is
+taken only while it is young enough that at the latest end of the task it serves (PODIUM_VERIFY_TIME_LIMIT
+later) it is at most half of PODIUM_LITTER_MAX_AGE old: the other half is the margin the hand-off keeps too
+(ingest.handoff), for the clocks of hosts that share the scratch volume. An older one is left to the sweep.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def take() -> tuple[Path, Path | None]:
         claimed = spare.with_name(f"{TASK_PREFIX}{uuid.uuid4().hex}")
         try:
             young = time.time() - spare.stat().st_mtime + settings.PODIUM_VERIFY_TIME_LIMIT \
-                < settings.PODIUM_LITTER_MAX_AGE
+                <= settings.PODIUM_LITTER_MAX_AGE / 2
             if young:
                 # By a rename, as the sweep claims what it removes: one of the two gets it whole.
                 spare.rename(claimed)

@@ -29,7 +29,7 @@ def extract_bundle(archive: Path, dest: Path, *, limits: Limits) -> Path:
     if any(dest.iterdir()):
         raise ValueError(f"{dest} must be empty before a bundle is extracted into it")
     try:
-        with open_archive(archive, limits) as opened:
+        with open_archive(archive, limits, whole=True) as opened:
             screen = Screen(limits, opened.compressed_size)
             for header in opened.headers():
                 screen.admit(header)

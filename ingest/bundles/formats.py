@@ -79,7 +79,9 @@ def reading() -> Iterator[None]:
 
 
 @contextmanager
-def open_archive(path: Path, limits: Limits) -> Iterator[Archive]:
+def open_archive(path: Path, limits: Limits, *, whole: bool = False) -> Iterator[Archive]:
+    """`whole`: every member will be read (an extraction): a small .tar.gz is then inflated once, into memory
+    (_TarGz); a caller after one member (read_member) leaves it False and stops inflating at that member."""
     size = path.stat().st_size
     if size > limits.max_bundle_bytes:
         raise BundleRejected(
@@ -92,7 +94,7 @@ def open_archive(path: Path, limits: Limits) -> Iterator[Archive]:
         archive: _TarGz | _Zip
         if magic.startswith(_GZIP_MAGIC):
             with reading():
-                archive = _TarGz(raw, size, limits)
+                archive = _TarGz(raw, size, limits, whole=whole)
         elif magic in _ZIP_MAGICS:
             with reading():
                 archive = _Zip(raw, size, limits)
@@ -169,30 +171,34 @@ class _Window:
 
 
 class _TarGz:
-    """A .tar.gz read header by header. One that inflates to at most IN_MEMORY_BYTES (a real 10-log BERT item's
-    bundle is ~1.2 MB) is inflated once, into memory, and read from there. Streamed, its headers are read
-    through to the end and each member's data is then inflated again from the stream's start (a gzip stream
-    seeks back by starting over): the demo's 10-log bundle took 3.4-3.6 ms to extract, 2.7-2.8 ms so (2-core
-    AMD EPYC, load 0.5-0.7; a real BERT item's ~6.2 ms either way, its copying in memory costing what the
-    second inflating did). Anything else is streamed as before; so is an archive whose inflating fails in
-    any way, so that what it is refused for, and in what order, stays what the streamed reading says (its
-    headers judged first)."""
+    """A .tar.gz read header by header. With `whole` (every member will be read), one that inflates to at most
+    IN_MEMORY_BYTES (a real 10-log BERT item's bundle is ~1.2 MB) is inflated once, into memory, and read from
+    there. Streamed, its headers are read through to the end and each member's data is then inflated again
+    from the stream's start (a gzip stream seeks back by starting over): the demo's 10-log bundle took 3.4-3.6
+    ms to extract, 2.7-2.8 ms so (2-core AMD EPYC, load 0.5-0.7; a real BERT item's ~6.2 ms either way, its
+    copying in memory costing what the second inflating did). One whose gzip trailer declares more (its
+    length, modulo 2**32: a hint, as anything in an upload is) is streamed without trying; one that inflates
+    past the size anyway, and one whose inflating fails in any way, is streamed from the start, so that what an
+    archive is refused for, and in what order, stays what the streamed reading says (its headers judged
+    first)."""
 
     IN_MEMORY_BYTES = 8 * 2**20
 
-    def __init__(self, raw: BinaryIO, size: int, limits: Limits) -> None:
+    def __init__(self, raw: BinaryIO, size: int, limits: Limits, *, whole: bool = False) -> None:
         self.compressed_size = size
         budget = min(limits.max_total_bytes, int(limits.max_ratio * size))
         # Each member also costs a header block, and perhaps an extended header and padding.
         ceiling = budget + (limits.max_members + 1) * 3 * tarfile.BLOCKSIZE + tarfile.RECORDSIZE
         self._raw, self._ceiling = raw, ceiling
+        most = min(ceiling, self.IN_MEMORY_BYTES)
+        wanted = whole and _declared_size(raw, size) <= most  # read before the gzip reader starts on `raw`
         self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
         self._window = _Window(self._gzip, ceiling)
-        whole = self._inflated(min(ceiling, self.IN_MEMORY_BYTES))
-        self._in_memory = whole is not None
-        if whole is not None:
+        inflated = self._inflated(most) if wanted else None
+        self._in_memory = inflated is not None
+        if inflated is not None:
             # Still through a window: it refuses the one huge read a crafted extended header asks for.
-            self._window = _Window(io.BytesIO(whole), ceiling)
+            self._window = _Window(io.BytesIO(inflated), ceiling)
         # Not a context manager: open_archive closes it through close() when the caller is done.
         self._tar = tarfile.open(  # noqa: SIM115
             fileobj=cast("IO[bytes]", self._window),  # tarfile only reads, seeks and tells
@@ -251,6 +257,16 @@ class _TarGz:
     def close(self) -> None:
         self._tar.close()
         self._gzip.close()
+
+
+def _declared_size(raw: BinaryIO, size: int) -> int:
+    """The inflated length a gzip file's trailer declares (of its last member, modulo 2**32); 0 if too short."""
+    if size < 18:  # a header and a trailer
+        return 0
+    raw.seek(size - 4)
+    declared = int.from_bytes(raw.read(4), "little")
+    raw.seek(0)
+    return declared
 
 
 def _tar_kind(info: tarfile.TarInfo) -> str:

@@ -219,11 +219,45 @@ def test_a_small_tar_gz_is_inflated_once(larkspur: Path, tmp_path: Path, dest: P
     assert (inflated[0] == size) is in_memory, (inflated[0], size)
 
 
-def test_a_tar_gz_past_the_in_memory_size_is_streamed(larkspur: Path, tmp_path: Path, dest: Path,
-                                                      monkeypatch) -> None:
+@pytest.fixture
+def tried_in_memory(monkeypatch) -> list[int]:
+    """Each time an archive was tried in memory (_TarGz._inflated), the most it would hold."""
+    tried: list[int] = []
+    real = formats._TarGz._inflated
+
+    def recorded(self: formats._TarGz, most: int) -> bytes | None:
+        tried.append(most)
+        return real(self, most)
+
+    monkeypatch.setattr(formats._TarGz, "_inflated", recorded)
+    return tried
+
+
+def test_a_tar_gz_past_the_in_memory_size_is_streamed_without_trying(larkspur: Path, tmp_path: Path, dest: Path,
+                                                                     monkeypatch, tried_in_memory) -> None:
     archive = archive_folder(larkspur, tmp_path / "bundle.tar.gz", top="Larkspur_Compute")
     monkeypatch.setattr(formats._TarGz, "IN_MEMORY_BYTES", len(gzip.decompress(archive.read_bytes())) - 1)
     assert tree_files(extract_bundle(archive, dest, limits=DEFAULT)) == tree_files(larkspur)
+    assert tried_in_memory == []  # its trailer said so
+
+
+def test_a_tar_gz_whose_trailer_understates_its_size_is_streamed_alike(larkspur: Path, tmp_path: Path, dest: Path,
+                                                                       monkeypatch, tried_in_memory) -> None:
+    # Two gzip members: the trailer read is the last one's, a few bytes; the whole inflates past the size.
+    archive = archive_folder(larkspur, tmp_path / "bundle.tar.gz", top="Larkspur_Compute")
+    tar = gzip.decompress(archive.read_bytes())
+    archive.write_bytes(gzip.compress(tar[:-1024]) + gzip.compress(tar[-1024:]))
+    monkeypatch.setattr(formats._TarGz, "IN_MEMORY_BYTES", len(tar) - 1)
+    assert tree_files(extract_bundle(archive, dest, limits=DEFAULT)) == tree_files(larkspur)
+    assert tried_in_memory == [len(tar) - 1]  # tried, found too large, streamed from the start
+
+
+def test_reading_one_member_never_inflates_the_whole_bundle(larkspur: Path, tmp_path: Path,
+                                                            tried_in_memory) -> None:
+    archive = archive_folder(larkspur, tmp_path / "bundle.tar.gz", top="Larkspur_Compute")
+    found = read_member(archive, "systems/atlas_lx4_n1.json", limits=DEFAULT, max_bytes=2**20)
+    assert found == (larkspur / "systems" / "atlas_lx4_n1.json").read_bytes()
+    assert tried_in_memory == []
 
 
 def test_the_format_comes_from_the_bytes_not_the_name(larkspur: Path, tmp_path: Path, dest: Path) -> None:

@@ -101,7 +101,8 @@ def test_a_spare_too_old_to_outlive_a_task_is_left_to_the_sweep(settings: Any) -
     scratch.enable()
     scratch.prepare()
     [spare] = _spares()
-    old = time.time() - settings.PODIUM_LITTER_MAX_AGE + settings.PODIUM_VERIFY_TIME_LIMIT - 1
+    # Past the task's latest end it would be more than half of PODIUM_LITTER_MAX_AGE old (the hand-off's margin).
+    old = time.time() - settings.PODIUM_LITTER_MAX_AGE / 2 + settings.PODIUM_VERIFY_TIME_LIMIT - 1
     os.utime(spare, (old, old))
     taken, first_item = scratch.take()
     assert first_item is None and taken.is_dir() and not taken.name.startswith(scratch.SPARE_PREFIX)
