@@ -121,6 +121,34 @@ def test_an_upload_stores_its_run_logs_while_the_checkers_work(people, round_ope
     _every_run_has_its_log()
 
 
+def test_the_code_a_bundle_ships_is_packed_beside_its_first_items_checks(
+        people, round_open, demo_tree, tmp_path: Path, monkeypatch, django_capture_on_commit_callbacks) -> None:
+    """Packed and stored once the first item's logs are kept, before the checkers' first answer is read."""
+    from ingest.engine import tool
+    from ingest.models import Implementation
+
+    root, _ = demo_tree
+    archive = tmp_path / "with-code.tar.gz"
+    archive.write_bytes(tar_gz_of(root / "demo_training_results_v4.1" / "Larkspur_Compute"))
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    order: list[str] = []
+    real_pack, real_next = submissions.implementations_pack, tool.ComplianceChecks.next
+
+    def packed(folder: Path) -> Any:
+        order.append("packed")
+        return real_pack(folder)
+
+    def answer(self: Any) -> Any:
+        order.append("answer")
+        return real_next(self)
+
+    monkeypatch.setattr(submissions, "implementations_pack", packed)
+    monkeypatch.setattr(tool.ComplianceChecks, "next", answer)
+    submissions.submission_verify(submission_id=submission.pk)
+    assert order.count("packed") == 1 and order.index("packed") < order.index("answer")
+    assert Implementation.objects.filter(submission=submission).exists()
+
+
 def test_a_log_that_changes_after_it_was_judged_is_a_platform_fault_and_stores_no_run(
         people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks) -> None:
     archive, folder = bundle
