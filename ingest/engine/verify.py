@@ -359,18 +359,14 @@ def _scratch_dirs(source: ItemSource, system_bytes: bytes | None, scratch_root: 
                   layout: Path | None = None) -> tuple[Path, Path, Path]:
     if layout is not None:  # made ahead (prepare_item_dirs): only the benchmark's folder is left to make
         top = layout
-        systems = top / "org" / "systems"
-        bench = top / "org" / "results" / "system" / source.benchmark
-        bench.mkdir()
     else:
         if scratch_root is not None:
             scratch_root.mkdir(parents=True, exist_ok=True)
         top = Path(tempfile.mkdtemp(prefix="podium-verify-", dir=scratch_root))
-        systems = top / "org" / "systems"
-        bench = top / "org" / "results" / "system" / source.benchmark
-        systems.mkdir(parents=True)
-        bench.mkdir(parents=True)
-    system_json = systems / "system.json"
+        prepare_item_dirs(top)
+    bench = top / "org" / "results" / "system" / source.benchmark
+    bench.mkdir()
+    system_json = top / "org" / "systems" / "system.json"
     if system_bytes is not None:
         system_json.write_bytes(system_bytes)
     return top, system_json, bench

@@ -332,19 +332,19 @@ def _judge(submission: Submission, scratch: Path, first_item: Path | None = None
     sources = list(items_of(folder))
     packed: list[list[Packed]] = []  # the one packing, once done
 
-    def pack() -> None:
-        packed.append(implementations_pack(folder))
-
     # Each item's run logs are kept while its checkers work (verify_item's `meanwhile`), from the unpacked bundle,
     # before the transaction that stores the Runs: a real upload's logs are new, and storing them durably (a
     # write and an fsync each) took 5-8 ms of a 10-log item's way to its verdict on the bench's disk. The code
     # the bundle ships is packed then too, beside the first item's checks (a 3 MB, 474-file implementation took
     # 96 ms to pack and store on the same disk), and only without an item after them.
+    def beside_checks(source: ItemSource, logs: list[tuple[str, str]]) -> None:
+        run_logs_store(source=source, logs=logs)
+        if not packed:
+            packed.append(implementations_pack(folder))
+
     reports = _verify_items(sources, submission.round.ruleset, scratch / task_scratch.CHECKS, first_item,
-                            beside_first=pack)
-    if not packed:
-        pack()
-    judged = _Judged(reports, [], packed[0])
+                            meanwhile=beside_checks)
+    judged = _Judged(reports, [], packed[0] if packed else implementations_pack(folder))
     if submission.source == Submission.Source.UPLOAD:
         check_submitter(names=(submission.organization.name, submission.organization.slug), folder=folder.name,
                         reports=reports)
@@ -368,7 +368,7 @@ def _handed_over(submission: Submission, limits: Limits, dest: Path) -> Path | N
 
 
 def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path, first_item: Path | None = None,
-                  beside_first: Callable[[], None] | None = None) -> list[ItemReport]:
+                  meanwhile: Callable[[ItemSource, list[tuple[str, str]]], None] | None = None) -> list[ItemReport]:
     """Each item within its share of the submission's checker budget: however many items a bundle holds
     and however pathological their logs, the checkers of one submission stay within 80% of the task's
     time limit (an item out of budget gets a checker_timeout finding, never a retry)."""
@@ -380,16 +380,8 @@ def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path, first_
         budget = min(tool.default_budget(), max(share, MIN_CHECKER_BUDGET_S))
         reports.append(verify_item(source, ruleset, scratch_root=scratch, checker_budget_s=budget, keep_scratch=True,
                                    layout=first_item if done == 0 else None,
-                                   meanwhile=functools.partial(_run_logs_kept, source,
-                                                               beside_first if done == 0 else None)))
+                                   meanwhile=functools.partial(meanwhile, source) if meanwhile else None))
     return reports
-
-
-def _run_logs_kept(source: ItemSource, also: Callable[[], None] | None, logs: list[tuple[str, str]]) -> None:
-    """What a task does while an item's checkers work: keep its run logs, then `also`."""
-    run_logs_store(source=source, logs=logs)
-    if also is not None:
-        also()
 
 
 # A checker call always gets this long (the real corpus's longest call takes under a second); with it,
