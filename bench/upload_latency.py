@@ -414,8 +414,8 @@ def main() -> None:
               f"rcp_memo) {checkers_library:.3f} s, "
               f"against which the median is "
               f"{statistics.median(latencies) / checkers_library:.2f}x")
-        print(f"sequential uploads: {len(latencies)}; upload-to-verdict median {median:.2f} s, p95 {p95:.2f} s, "
-              f"first {latencies[0]:.2f} s, min {ordered[0]:.2f} s, max {ordered[-1]:.2f} s")
+        print(f"sequential uploads: {len(latencies)}; upload-to-verdict median {median:.3f} s, p95 {p95:.3f} s, "
+              f"first {latencies[0]:.3f} s, min {ordered[0]:.3f} s, max {ordered[-1]:.3f} s")
         following = f"polled every {args.poll_ms:g} ms" if args.poll_ms else "the server waits for each change"
         print(f"ratio median / checker time: {median / checkers:.2f}  (goal <= 2.0) "
               f"{'met' if median / checkers <= 2 else 'NOT met'}; first upload / checker time "

@@ -359,7 +359,7 @@ class Ahead:
     """One call started now in a forked child of its own, beside the thread's session, and read later as if
     it had run then: `result(allowed)` judges it against an allowance counted from its start, as
     `run_bounded` would have (past it: timed out, and the child is killed). Its child never serves another
-    call; `cancel()` ends it without waiting, and `result` ends it too."""
+    call; `cancel()` ends it without waiting, and `result` ends it too. `peek` judges it without taking it."""
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], budget_s: float) -> None:
         if not hasattr(os, "fork"):
@@ -367,23 +367,44 @@ class Ahead:
         self._session = _Session(kept=_KEPT_AHEAD)
         self._started = time.monotonic()
         self._session._start((fn, args, budget_s))
+        self._read: tuple[tuple[str, Any, Any, float] | None, str] | None = None  # the answer, once read
+
+    def _answer(self, allowed: float) -> tuple[tuple[str, Any, Any, float] | None, str]:
+        # Read once: a peek that found nothing by its allowance stands for result's too (never a larger one).
+        if self._read is None:
+            self._read = self._session._answer(self._started + allowed)
+        return self._read
+
+    def _judged(self, kind: str, value: Any, ended_at: float, allowed: float) -> Bounded:
+        elapsed = max(ended_at - self._started, 0.0)
+        if ended_at > self._started + allowed:
+            return Bounded(timed_out=True, elapsed_s=elapsed)
+        if kind != "ok":
+            return Bounded(crash=value, elapsed_s=elapsed)
+        return Bounded(value=value, elapsed_s=elapsed)
 
     def result(self, allowed: float) -> Bounded:
-        deadline = self._started + allowed
-        answer, why = self._session._answer(deadline)
+        answer, why = self._answer(allowed)
         if answer is None:
             return self._session._lost(why, time.monotonic() - self._started)
         kind, value, cache, ended_at = answer
         _merge_kept(cache)
-        elapsed = max(ended_at - self._started, 0.0)
-        if ended_at > deadline:
-            self.cancel()
-            return Bounded(timed_out=True, elapsed_s=elapsed)
-        if kind != "ok":
-            self.cancel()  # whatever the crash left behind stays in that child
-            return Bounded(crash=value, elapsed_s=elapsed)
-        _keep_or_let_go(self._session)  # answered in time: idle, and fit for the next call ahead
-        return Bounded(value=value, elapsed_s=elapsed)
+        bounded = self._judged(kind, value, ended_at, allowed)
+        if bounded.timed_out or bounded.crash is not None:
+            self.cancel()  # whatever a crash left behind stays in that child
+        else:
+            _keep_or_let_go(self._session)  # answered in time: idle, and fit for the next call ahead
+        return bounded
+
+    def peek(self, allowed: float) -> Bounded:
+        """What `result(allowed)` will answer, waiting for it as long, without taking it or ending the child: a
+        copy, for a report speculated on (verify._Speculation). Where the child gave no answer, a crash that
+        `result` may word otherwise."""
+        answer, why = self._answer(allowed)
+        if answer is None:
+            return Bounded(timed_out=True, elapsed_s=allowed) if why == "timeout" else Bounded(crash=why)
+        kind, value, _cache, ended_at = answer
+        return self._judged(kind, copy.deepcopy(value), ended_at, allowed)
 
     def cancel(self) -> None:
         self._session.let_go()
@@ -473,6 +494,14 @@ class Pipeline:
                 return
             self._sent_at.append(time.monotonic())
             self._sent += 1
+
+    def answered(self, within_s: float) -> bool:
+        """Whether the answer `next()` reads is in, waiting for it up to `within_s`; False also where `next()`
+        would first start a child for it."""
+        if not self._pending or not self._sent or self._session.pid != self._pid or not hasattr(os, "fork"):
+            return False
+        ready, _, _ = select.select([self._session.answers], [], [], max(within_s, 0.0))
+        return bool(ready)
 
     def _drop_child(self, *, kill: bool) -> int | None:
         status = self._session._end(kill=kill) if self._session.pid == self._pid else None
@@ -1090,6 +1119,10 @@ class ComplianceChecks:
         which then runs it (the session's child is closed when the checks end without reading it)."""
         return self._pipeline.withdraw_last()
 
+    def answered(self, within_s: float) -> bool:
+        """Whether the next answer (`next()` or `seeds()`) is in, waiting for it up to `within_s`."""
+        return self._pipeline.answered(within_s)
+
     def seeds(self) -> tuple[float | None, SeedOutcome]:
         """(the allowance, the outcome) of the seed check, once every log's check has been read with `next()`."""
         allowed, bounded = self._pipeline.next()
@@ -1278,14 +1311,15 @@ def preload_rcps() -> int:
 
 
 def check_rcp(directory: Path, ruleset: str, *, budget_s: float | None = None,
-              reference: Path | None = None, ahead: Ahead | None = None) -> RcpOutcome:
+              reference: Path | None = None, ahead: Ahead | None = None, peek: bool = False) -> RcpOutcome:
     """`reference`: a JSON file of reference points to judge against instead of the ruleset's own (the
     round's points as they stood when it was judged, see engine/history.py). `ahead`: the same check,
-    started earlier by `rcp_ahead` with the same arguments, whose answer is taken instead of running it."""
+    started earlier by `rcp_ahead` with the same arguments, whose answer is taken instead of running it
+    (`peek`: judged without taking it, Ahead.peek)."""
     preload()  # here, not in each child: scipy takes about a second to import, once per process
     budget = _budget(budget_s)
     if ahead is not None:
-        bounded = ahead.result(budget)
+        bounded = ahead.peek(budget) if peek else ahead.result(budget)
     else:
         bounded = run_bounded(_check_rcp_here, directory, ruleset, reference, budget_s=budget)
     if bounded.timed_out:

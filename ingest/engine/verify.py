@@ -24,13 +24,16 @@ division spelled "close") are warnings beside the published score.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -376,7 +379,8 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
                 digest: str | None = None, mode: str = UPLOAD,
                 checker_budget_s: float | None = None, keep_scratch: bool = False,
                 layout: Path | None = None,
-                meanwhile: Callable[[list[tuple[str, str]]], None] | None = None) -> ItemReport:
+                meanwhile: Callable[[list[tuple[str, str]]], None] | None = None,
+                speculate: Callable[[ItemReport | None], None] | None = None) -> ItemReport:
     """`mode`: UPLOAD (a bundle from a submitter: trust nothing in it) or IMPORT (an official results
     tree, whose published scaling.json stands). `checker_budget_s`: the most one checker call may
     take (default tool.default_budget(): tool.CHECKER_BUDGET_S or PODIUM_CHECKER_BUDGET_S).
@@ -386,7 +390,14 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
     (with keep_scratch: the caller removes it), instead of one made here.
     `meanwhile`: called once with each run's (file, sha256), as the report's runs will name them, as soon as
     the logs are read, while the checkers still work: what the caller does with them then (an upload's task
-    stores the run logs) is off the way to the verdict. What it raises ends the verification."""
+    packs the code its bundle ships) is off the way to the verdict. What it raises ends the verification.
+    `speculate`: called right after `meanwhile` with the report as it will be if every checker answer still
+    awaited is clean (valid, no message: what real logs almost always get), while the checkers still work, where
+    no check is left to run in its turn (the seed check went with the logs, the RCP check ahead answered
+    already: it is judged as it will be); the caller may act on it ahead (an upload's task stores it,
+    uncommitted) and compares it with the report returned (`same_report`). Called again with None to let go of
+    it, as soon as an answer is not clean or not in within SPECULATION_HOLD_S (the caller holds a transaction
+    meanwhile). What it raises ends the verification."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     if keep_scratch and scratch_root is None:
@@ -447,26 +458,115 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
             reference = _rcp_reference(report, top) if rcp_wanted else None
             ahead = _RcpAhead(report, bench, reference, budget, wanted=rcp_wanted and mode == UPLOAD)
             seeds_wanted = facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset)
+            conclude = functools.partial(_conclude, source=source, files=files, bench=bench, known=known,
+                                         seeds_wanted=seeds_wanted, rcp_wanted=rcp_wanted, reference=reference)
+            speculation = None if speculate is None else _Speculation(report, source, budget, ahead, conclude,
+                                                                      speculate, seeds_wanted=seeds_wanted,
+                                                                      rcp_wanted=rcp_wanted)
             copies, seeds = _check_logs(report, source, files, bench, ext.rules if ext else None, budget, ahead,
-                                        seeds_wanted=seeds_wanted, meanwhile=meanwhile)
-            _check_division(report)
-            _check_run_count(report)
-            if seeds_wanted:
-                _check_seeds(report, copies, budget, seeds)
-                if rcp_wanted and any(copies):
-                    _check_rcp(report, bench, budget, reference, ahead.take(copies))
-            _apply_scaling(report, source)
-            _score(report, known)
-            _energy(report, source, files)
+                                        seeds_wanted=seeds_wanted, meanwhile=meanwhile, speculation=speculation)
+            rcp_ahead = ahead.take(copies) if seeds_wanted and rcp_wanted and any(copies) else None
+            conclude(report, copies, budget, seeds, rcp_ahead)
     finally:
         if ahead is not None:
             ahead.cancel()
         if not keep_scratch:
             shutil.rmtree(top, ignore_errors=True)
+    return report
+
+
+def _conclude(report: ItemReport, copies: list[Path | None], budget: _Budget,
+              seeds: tuple[float | None, tool.SeedOutcome] | None, rcp_ahead: tool.Ahead | None, *, peek: bool = False,
+              source: ItemSource, files: list[Path], bench: Path, known: bool, seeds_wanted: bool, rcp_wanted: bool,
+              reference: Path | None) -> None:
+    """What follows the logs' checks, to the storable report; `peek`: the RCP check ahead's answer is judged
+    without taking it (for a report speculated on, _Speculation)."""
+    _check_division(report)
+    _check_run_count(report)
+    if seeds_wanted:
+        _check_seeds(report, copies, budget, seeds)
+        if rcp_wanted and any(copies):
+            _check_rcp(report, bench, budget, reference, rcp_ahead, peek=peek)
+    _apply_scaling(report, source)
+    _score(report, known)
+    _energy(report, source, files)
     report.checker_seconds = budget.spent
     report.checker_longest_s = budget.longest
     make_storable(report)
-    return report
+
+
+def same_report(one: ItemReport, other: ItemReport) -> bool:
+    """Whether two reports store alike: equal in everything but the checkers' timings."""
+    return dataclasses.replace(one, checker_seconds=0.0, checker_longest_s=0.0) == dataclasses.replace(
+        other, checker_seconds=0.0, checker_longest_s=0.0)
+
+
+# How long a report speculated on is held for answers still awaited (verify_item's `speculate`): the caller holds
+# a transaction meanwhile (on SQLite the database's one writer), so a slow check lets it go rather than hold it.
+SPECULATION_HOLD_S = 0.5
+
+
+def _clean_answer(outcome: tool.ComplianceOutcome) -> bool:
+    return (outcome.valid is True and not outcome.errors and not outcome.warnings and not outcome.omitted
+            and outcome.crash is None and not outcome.timed_out)
+
+
+def _clean_seeds(outcome: tool.SeedOutcome) -> bool:
+    return (outcome.passed is True and not outcome.errors and not outcome.warnings and outcome.crash is None
+            and not outcome.timed_out)
+
+
+class _Speculation:
+    """The report as it will be if every answer still awaited is clean (verify_item's `speculate`), and
+    letting go of it when one is not."""
+
+    def __init__(self, report: ItemReport, source: ItemSource, budget: _Budget, ahead: _RcpAhead,
+                 conclude: Callable[..., None], speculate: Callable[[ItemReport | None], None], *,
+                 seeds_wanted: bool, rcp_wanted: bool) -> None:
+        self.report, self.source, self.budget, self.ahead = report, source, budget, ahead
+        self.conclude, self.speculate = conclude, speculate
+        self.seeds_wanted, self.rcp_wanted = seeds_wanted, rcp_wanted
+        self.held_until: float | None = None  # while the caller holds one
+
+    def start(self, logs: list[ParsedLog], copies: list[Path | None], seeds_sent: bool) -> None:
+        given = any(copies)
+        if self.seeds_wanted and given and not seeds_sent:
+            return  # the seed check runs in its turn
+        rcp_ahead = self.ahead.running
+        if self.seeds_wanted and given and self.rcp_wanted and rcp_ahead is None:
+            return  # so does the RCP check
+        report, budget = deepcopy(self.report), deepcopy(self.budget)
+        for position, parsed in enumerate(logs):
+            if parsed.long_lines:
+                outcome = _long_line_outcome(report, parsed)
+            elif budget.next_call() is None:
+                return  # the budget is spent: a finding whose words depend on timings
+            else:
+                outcome = tool.ComplianceOutcome(valid=True, errors=[], warnings=[])
+            _judge_run(report, self.source, position, parsed, outcome)
+        seeds = None
+        if seeds_sent:
+            allowed = budget.next_call()
+            if allowed is None:
+                return
+            seeds = (allowed, tool.SeedOutcome(passed=True, errors=[], warnings=[]))
+        self.conclude(report, list(copies), budget, seeds, rcp_ahead, peek=True)
+        self.speculate(report)
+        self.held_until = time.monotonic() + SPECULATION_HOLD_S
+
+    def waiting(self, checks: tool.ComplianceChecks) -> None:
+        """Before an answer is read: let go unless it is in within the hold."""
+        if self.held_until is not None and not checks.answered(self.held_until - time.monotonic()):
+            self.let_go()
+
+    def saw(self, clean: bool) -> None:
+        if not clean:
+            self.let_go()
+
+    def let_go(self) -> None:
+        if self.held_until is not None:
+            self.held_until = None
+            self.speculate(None)
 
 
 # The seed check is sent to the checker with the logs' checks (see _check_logs); False: in its turn, as the tests
@@ -476,7 +576,8 @@ SEED_CHECK_WITH_LOGS = True
 
 def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench: Path, rules_file: Path | None,
                 budget: _Budget, ahead: _RcpAhead, *, seeds_wanted: bool = False,
-                meanwhile: Callable[[list[tuple[str, str]]], None] | None = None
+                meanwhile: Callable[[list[tuple[str, str]]], None] | None = None,
+                speculation: _Speculation | None = None
                 ) -> tuple[list[Path | None], tuple[float | None, tool.SeedOutcome] | None]:
     """Parse every log, hand the checker what it reads of it, and judge each run. Returns the scratch
     copies by position (None where the log was not given to the checker) and, with `seeds_wanted`, the seed
@@ -517,21 +618,19 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
             contents[position] = b""  # read once: no more held than a parsed log holds anyway
         if meanwhile is not None:  # the runs as _run_report names them, while the checker works
             meanwhile([(parsed.name, parsed.sha256) for parsed in logs])
+        if speculation is not None:
+            speculation.start(logs, copies, seeds_sent)
         for position, parsed in enumerate(logs):
             copy = copies[position]
             if parsed.long_lines:
-                line, length = parsed.long_lines[0]
-                more = f" (and {len(parsed.long_lines) - 1} more such line(s))" if len(parsed.long_lines) > 1 else ""
-                report.findings.append(
-                    Finding(ERROR, "tool", "line_length",
-                            f"line {line} is {length:,} bytes long{more}; the checker is not given lines over "
-                            f"{MAX_LINE_BYTES:,} bytes (its parser is quadratic in a line's length, and the longest "
-                            "line of real MLPerf logs is under 3 KB), so this run is not judged", parsed.name, line)
-                )
-                outcome = tool.ComplianceOutcome(valid=None, errors=[], warnings=[], crash="a line is too long")
+                outcome = _long_line_outcome(report, parsed)
             else:
                 assert copy is not None
+                if speculation is not None:
+                    speculation.waiting(checks)
                 allowed, outcome = checks.next()
+                if speculation is not None:
+                    speculation.saw(_clean_answer(outcome))
                 if allowed is None:
                     report.findings.append(_timeout_finding("the compliance checker", budget, parsed.name, None))
                 else:
@@ -546,10 +645,34 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
                     if seeds_sent:  # so does the seed check sent ahead: taken back, it runs in its turn
                         checks.withdraw_seeds()
                         seeds_sent = False
-            outcome, of_the_time = _rules_of_the_time(report, parsed, outcome)
-            report.runs.append(_run_report(position, parsed, outcome, source.benchmark, of_the_time))
-        seeds = checks.seeds() if seeds_sent else None
+            _judge_run(report, source, position, parsed, outcome)
+        seeds = None
+        if seeds_sent:
+            if speculation is not None:
+                speculation.waiting(checks)
+            seeds = checks.seeds()
+            if speculation is not None:
+                speculation.saw(_clean_seeds(seeds[1]))
     return copies, seeds
+
+
+def _long_line_outcome(report: ItemReport, parsed: ParsedLog) -> tool.ComplianceOutcome:
+    """A run with a line too long for the checker is not given to it: a finding says why."""
+    line, length = parsed.long_lines[0]
+    more = f" (and {len(parsed.long_lines) - 1} more such line(s))" if len(parsed.long_lines) > 1 else ""
+    report.findings.append(
+        Finding(ERROR, "tool", "line_length",
+                f"line {line} is {length:,} bytes long{more}; the checker is not given lines over "
+                f"{MAX_LINE_BYTES:,} bytes (its parser is quadratic in a line's length, and the longest "
+                "line of real MLPerf logs is under 3 KB), so this run is not judged", parsed.name, line)
+    )
+    return tool.ComplianceOutcome(valid=None, errors=[], warnings=[], crash="a line is too long")
+
+
+def _judge_run(report: ItemReport, source: ItemSource, position: int, parsed: ParsedLog,
+               outcome: tool.ComplianceOutcome) -> None:
+    outcome, of_the_time = _rules_of_the_time(report, parsed, outcome)
+    report.runs.append(_run_report(position, parsed, outcome, source.benchmark, of_the_time))
 
 
 # Demoted compliance failures of one change shown one by one; past this, one finding counts them.
@@ -749,18 +872,20 @@ def _scrub(message: str, copies: list[Path | None], report: ItemReport) -> str:
 
 
 def _run_rcp(report: ItemReport, directory: Path, budget: _Budget, rel: str,
-             reference: Path | None, ahead: tool.Ahead | None = None) -> tool.RcpOutcome | None:
-    """One bounded RCP check (`ahead`: the same check started earlier); None (with a finding) when the
-    budget is spent or runs out."""
+             reference: Path | None, ahead: tool.Ahead | None = None, *, peek: bool = False) -> tool.RcpOutcome | None:
+    """One bounded RCP check (`ahead`: the same check started earlier; `peek`: its answer judged without
+    taking it); None (with a finding) when the budget is spent or runs out."""
+    if peek and ahead is None:
+        raise ValueError("only an RCP check started ahead can be peeked at")
     allowed = budget.next_call()
     if allowed is None:
-        if ahead is not None:
+        if ahead is not None and not peek:
             ahead.cancel()
         report.rcp_status = "tool_error"
         report.rcp_message = "not run: the item's checker budget was spent"
         report.findings.append(_timeout_finding("the RCP checker", budget, rel, None))
         return None
-    outcome = tool.check_rcp(directory, report.ruleset, budget_s=allowed, reference=reference, ahead=ahead)
+    outcome = tool.check_rcp(directory, report.ruleset, budget_s=allowed, reference=reference, ahead=ahead, peek=peek)
     budget.charge(outcome.elapsed_s)
     if outcome.timed_out:
         report.rcp_status = "tool_error"
@@ -822,12 +947,12 @@ class _RcpAhead:
 
 
 def _check_rcp(report: ItemReport, directory: Path, budget: _Budget, reference: Path | None,
-               ahead: tool.Ahead | None = None) -> None:
+               ahead: tool.Ahead | None = None, *, peek: bool = False) -> None:
     """The RCP check with the reference points the round had (points added after its publication are left
     out, catalog/data/rule_changes.yaml); where today's points say otherwise, a warning names them."""
     rel = f"{report.org}/results/{report.system}/{report.benchmark}"
     later = history.later_rcp_points(report.ruleset, report.benchmark)
-    outcome = _run_rcp(report, directory, budget, rel, reference, ahead)
+    outcome = _run_rcp(report, directory, budget, rel, reference, ahead, peek=peek)
     if outcome is None:
         return
     if outcome.crash is not None:

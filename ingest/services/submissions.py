@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from ingest.engine import tool
 from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.tree import ItemSource, items_of
-from ingest.engine.verify import ITEM_BUDGET_FACTOR, ItemReport, verify_item
+from ingest.engine.verify import ITEM_BUDGET_FACTOR, ItemReport, same_report, verify_item
 from ingest.implementations import Packed, implementation_findings_store, implementations_pack, implementations_record
 from ingest.models import Result, Submission
 from ingest.services.results import bundle_findings_store, result_store, run_logs_store, submission_finish
@@ -310,12 +311,17 @@ class _Judged:
     reports: list[ItemReport]
     bundle_findings: list[EngineFinding]
     implementations: list[Packed] = field(default_factory=list)  # the code it ships, stored already
+    # Each item's run logs as the engine named and hashed them, kept once the verdict is committed.
+    run_logs: list[tuple[ItemSource, list[tuple[str, str]]]] = field(default_factory=list)
 
 
-def _judge(submission: Submission, scratch: Path, first_item: Path | None = None) -> _Judged:
-    """Every item of the bundle through the engine. No database writes: a crash here leaves nothing.
-    `scratch`: a folder of the task's, which the task removes (the unpacked bundle and the checkers' working
-    copies are left there); `first_item`: the first item's working folder in it, made ahead (ingest.scratch)."""
+def _judge(submission: Submission, scratch: Path, first_item: Path | None = None,
+           ahead: _VerdictAhead | None = None) -> _Judged:
+    """Every item of the bundle through the engine. No database writes but `ahead`'s, uncommitted: a crash here
+    leaves nothing. `scratch`: a folder of the task's, which the task removes (the unpacked bundle and the
+    checkers' working copies are left there); `first_item`: the first item's working folder in it, made ahead
+    (ingest.scratch); `ahead`: where the verdict is stored ahead, while the last item's checkers work, as it
+    will be if they answer clean (verify_item's `speculate`)."""
     # A flat archive (systems/ and results/ at its top) lands in `dest` itself: name that folder
     # after the organization, so file names in findings read <org>/results/...
     dest = scratch / task_scratch.BUNDLE / submission.organization.slug
@@ -331,20 +337,32 @@ def _judge(submission: Submission, scratch: Path, first_item: Path | None = None
             return _Judged([], [EngineFinding(ERROR, "layout", "bundle", str(exc), "")])
     sources = list(items_of(folder))
     packed: list[list[Packed]] = []  # the one packing, once done
+    run_logs: list[tuple[ItemSource, list[tuple[str, str]]]] = []
 
-    # Each item's run logs are kept while its checkers work (verify_item's `meanwhile`), from the unpacked bundle,
-    # before the transaction that stores the Runs: a real upload's logs are new, and storing them durably (a
-    # write and an fsync each) took 5-8 ms of a 10-log item's way to its verdict on the bench's disk. The code
-    # the bundle ships is packed then too, beside the first item's checks (a 3 MB, 474-file implementation took
-    # 96 ms to pack and store on the same disk), and only without an item after them.
+    # The code the bundle ships is packed beside the first item's checks (verify_item's `meanwhile`: a 3 MB,
+    # 474-file implementation took 96 ms to pack and store on the bench's disk), and only without an item after
+    # them. The run logs are noted for keeping after the verdict (_keep_run_logs).
     def beside_checks(source: ItemSource, logs: list[tuple[str, str]]) -> None:
-        run_logs_store(source=source, logs=logs)
+        run_logs.append((source, logs))
         if not packed:
             packed.append(implementations_pack(folder))
 
+    def speculated(earlier: list[ItemReport], report: ItemReport | None) -> None:
+        assert ahead is not None
+        if report is None:
+            ahead.let_go()
+        elif packed:  # by the first item's checks, always
+            ahead.store(_judged_of(submission, folder, [*deepcopy(earlier), report], packed[0], run_logs))
+
     reports = _verify_items(sources, submission.round.ruleset, scratch / task_scratch.CHECKS, first_item,
-                            meanwhile=beside_checks)
-    judged = _Judged(reports, [], packed[0] if packed else implementations_pack(folder))
+                            meanwhile=beside_checks, speculate=speculated if ahead is not None else None)
+    return _judged_of(submission, folder, reports, packed[0] if packed else implementations_pack(folder), run_logs)
+
+
+def _judged_of(submission: Submission, folder: Path, reports: list[ItemReport], implementations: list[Packed],
+               run_logs: list[tuple[ItemSource, list[tuple[str, str]]]]) -> _Judged:
+    """The bundle's verdict from its items' reports (which it may add findings to)."""
+    judged = _Judged(reports, [], implementations, run_logs)
     if submission.source == Submission.Source.UPLOAD:
         check_submitter(names=(submission.organization.name, submission.organization.slug), folder=folder.name,
                         reports=reports)
@@ -368,19 +386,24 @@ def _handed_over(submission: Submission, limits: Limits, dest: Path) -> Path | N
 
 
 def _verify_items(sources: list[ItemSource], ruleset: str, scratch: Path, first_item: Path | None = None,
-                  meanwhile: Callable[[ItemSource, list[tuple[str, str]]], None] | None = None) -> list[ItemReport]:
+                  meanwhile: Callable[[ItemSource, list[tuple[str, str]]], None] | None = None,
+                  speculate: Callable[[list[ItemReport], ItemReport | None], None] | None = None
+                  ) -> list[ItemReport]:
     """Each item within its share of the submission's checker budget: however many items a bundle holds
     and however pathological their logs, the checkers of one submission stay within 80% of the task's
-    time limit (an item out of budget gets a checker_timeout finding, never a retry)."""
+    time limit (an item out of budget gets a checker_timeout finding, never a retry). `speculate`: verify_item's,
+    for the last item, given the reports of the items before it too."""
     deadline = time.monotonic() + settings.PODIUM_VERIFY_TIME_LIMIT * 0.8
-    reports = []
+    reports: list[ItemReport] = []
     for done, source in enumerate(sources):
         left = max(deadline - time.monotonic(), 0.0)
         share = left / (ITEM_BUDGET_FACTOR * (len(sources) - done))
         budget = min(tool.default_budget(), max(share, MIN_CHECKER_BUDGET_S))
         reports.append(verify_item(source, ruleset, scratch_root=scratch, checker_budget_s=budget, keep_scratch=True,
                                    layout=first_item if done == 0 else None,
-                                   meanwhile=functools.partial(meanwhile, source) if meanwhile else None))
+                                   meanwhile=functools.partial(meanwhile, source) if meanwhile else None,
+                                   speculate=(functools.partial(speculate, reports)
+                                              if speculate and done == len(sources) - 1 else None)))
     return reports
 
 
@@ -407,9 +430,14 @@ def submission_verify(*, submission_id: int) -> str:
     scratch: Path | None = None
     try:
         scratch, first_item = task_scratch.take()  # made ahead by this worker process where it could
-        with _lease_renewed(submission):
-            judged = _judge(submission, scratch, first_item)
-        finished = _store(submission, judged)
+        # Settled before the lease's renewals end: one may be waiting for the rows the verdict stored ahead holds.
+        with _lease_renewed(submission), _VerdictAhead(submission) as ahead:
+            judged = _judge(submission, scratch, first_item, ahead)
+            settled, finished = ahead.settle(judged)
+        if not settled:
+            finished = _store(submission, judged)
+        if finished is not None:
+            _keep_run_logs(submission, judged.run_logs)  # from the unpacked bundle, before it is removed
     except PLATFORM_FAULTS as exc:
         _hand_back(submission, exc)
         raise PlatformFault(f"submission {submission_id}: {type(exc).__name__}: {exc}") from exc
@@ -431,9 +459,32 @@ def submission_verify(*, submission_id: int) -> str:
     return finished.state
 
 
+def _keep_run_logs(submission: Submission, run_logs: list[tuple[ItemSource, list[tuple[str, str]]]]) -> None:
+    """Keep every run log of a stored verdict in the run-log store (storage.put_run_log), once the client has
+    the verdict: storing 10 new logs durably (a write and an fsync each) took 5-23 ms on the bench's disk, and
+    on the way to the verdict it was the slowest part of the parent's work beside the checker child. Until they
+    are kept, and for good where keeping them fails (it never fails the verdict, committed already), the log
+    view reads a run's log from the submission's stored bundle, whose sha256 the upload checked: a Run names
+    the bytes that were judged, which the bundle holds (leaderboard.logs.open_log; manage.py store_run_logs
+    backfills the store from the bundles)."""
+    for source, logs in run_logs:
+        try:
+            run_logs_store(source=source, logs=logs)
+        except PLATFORM_FAULTS:
+            log.exception("the run logs of submission %s (%s) were not kept; its log view reads them from its "
+                          "stored bundle (manage.py store_run_logs keeps them)", submission.pk, source.rel_root)
+
+
 def _store(submission: Submission, judged: _Judged) -> Submission | None:
     """Store every item and the verdict in one transaction, if this attempt still holds the submission."""
-    with transaction.atomic(), audit_batch():
+    with transaction.atomic():
+        finished = _store_in(submission, judged)
+    return None if finished is None else _stored(finished)
+
+
+def _store_in(submission: Submission, judged: _Judged) -> Submission | None:
+    """_store's writes, inside the transaction of the caller's that commits them."""
+    with audit_batch():
         if not _ours(submission).select_for_update().exists():
             return None
         # Rung first of what runs after the commit (the generation bumps write stamp files: ~1 ms each): the
@@ -449,8 +500,79 @@ def _store(submission: Submission, judged: _Judged) -> Submission | None:
         # submission_finish sets that state here, never finding it set already.
         finished = submission_finish(submission=submission, actor=WORKER)
         _supersede_older(finished)
+    return finished
+
+
+def _stored(submission: Submission) -> Submission:
     # Read again with what the notification names (refresh_from_db would drop them: two queries more).
     return Submission.objects.select_related("round", "organization").get(pk=submission.pk)
+
+
+class _LetGo(Exception):
+    """Rolls back a verdict stored ahead that the checkers' answers did not bear out."""
+
+
+class _VerdictAhead:
+    """The verdict stored ahead, uncommitted, while the last item's checkers still work: as it will be if they
+    answer clean (verify_item's `speculate`; real logs almost always are). Once they have answered, `settle`
+    commits it if the verdict they bear out is the one stored, else rolls it back for the verdict to be stored
+    as before; whatever ends the block first rolls it back.
+
+    Why: storing a verdict (its Result, Runs and findings, the final state, older versions superseded) took
+    10-16 ms of a 10-log item's way to its verdict on the bench's machine, all of it after the checkers' last
+    answer; the task's parent idles while its checker child works. What it holds meanwhile: the transaction (on
+    SQLite the database's one writer, on PostgreSQL the submission's and the entry's row locks) for at most
+    verify.SPECULATION_HOLD_S past the store, the checkers' answers still awaited (an answer not clean lets go at
+    once). Two things differ from a verdict stored after the checks, both only in time: the rows' creation
+    times are the store's, a few milliseconds before the commit, and the submission's `finished_at` is set
+    again at the commit."""
+
+    def __init__(self, submission: Submission) -> None:
+        self.submission = submission
+        self._open: transaction.Atomic | None = None
+        self._judged: _Judged | None = None
+        self._finished: Submission | None = None
+
+    def __enter__(self) -> _VerdictAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.let_go()
+
+    def store(self, judged: _Judged) -> None:
+        self.let_go()
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            self._finished = _store_in(self.submission, judged)
+        except BaseException as exc:
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._open, self._judged = atomic, judged
+
+    def let_go(self) -> None:
+        if self._open is not None:
+            atomic, self._open = self._open, None
+            atomic.__exit__(_LetGo, _LetGo(), None)
+
+    def settle(self, judged: _Judged) -> tuple[bool, Submission | None]:
+        """(True, the stored submission or None where the lease was lost) once the verdict stored ahead is
+        committed; (False, None) where there is none to commit, or it is not `judged`'s (rolled back)."""
+        if self._open is None or self._judged is None or not _same_judged(judged, self._judged):
+            self.let_go()
+            return False, None
+        if self._finished is not None:  # when the verdict was reached, not when it was stored ahead
+            Submission.objects.filter(pk=self.submission.pk).update(finished_at=timezone.now())
+        atomic, self._open = self._open, None
+        atomic.__exit__(None, None, None)  # commits (a commit that fails rolls back and raises)
+        return True, None if self._finished is None else _stored(self._finished)
+
+
+def _same_judged(one: _Judged, other: _Judged) -> bool:
+    """Whether two verdicts store alike (_store_in writes from these three alone)."""
+    return (len(one.reports) == len(other.reports)
+            and all(same_report(a, b) for a, b in zip(one.reports, other.reports, strict=True))
+            and one.bundle_findings == other.bundle_findings and one.implementations == other.implementations)
 
 
 def _hand_back(submission: Submission, exc: BaseException) -> None:

@@ -1,5 +1,7 @@
-"""Every run log is kept, content-addressed, whichever way its result came in (an upload, an import), before
-any Run that points at it is committed; the backfill of older uploads; hostile logs and failing storage."""
+"""Every run log is kept, content-addressed, whichever way its result came in: an import's before any Run that
+points at it is committed, an upload's once its verdict is (its stored bundle holds the judged bytes and the
+log view reads them there until then, or for good where keeping them failed); the backfill of older uploads;
+hostile logs and failing storage."""
 
 from __future__ import annotations
 
@@ -95,9 +97,9 @@ def test_importing_again_gives_older_imports_their_logs(make_tree, settings) -> 
     _every_run_has_its_log()
 
 
-def test_an_upload_stores_its_run_logs_while_the_checkers_work(people, round_open, bundle, monkeypatch,
-                                                               django_capture_on_commit_callbacks) -> None:
-    """Stored once the logs are read and before the checkers' first answer is: off the way to the verdict."""
+def test_an_upload_keeps_its_run_logs_once_its_verdict_is_committed(people, round_open, bundle, monkeypatch,
+                                                                    django_capture_on_commit_callbacks) -> None:
+    """Off the way to the verdict: kept after the checkers' last answer, with the verdict and its Runs stored."""
     from ingest.engine import tool
 
     archive, folder = bundle
@@ -105,20 +107,28 @@ def test_an_upload_stores_its_run_logs_while_the_checkers_work(people, round_ope
     order: list[str] = []
     real_store, real_next = submissions.run_logs_store, tool.ComplianceChecks.next
 
-    def stored(*, source: Any, logs: Any) -> Any:
-        order.append("stored")
+    def kept(*, source: Any, logs: Any) -> Any:
+        state = Submission.objects.get(pk=submission.pk).state
+        order.append(f"kept, {state}, {Run.objects.filter(result__submission=submission).count()} runs")
         return real_store(source=source, logs=logs)
 
     def answer(self: Any) -> Any:
         order.append("answer")
         return real_next(self)
 
-    monkeypatch.setattr(submissions, "run_logs_store", stored)
+    monkeypatch.setattr(submissions, "run_logs_store", kept)
     monkeypatch.setattr(tool.ComplianceChecks, "next", answer)
     assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
     runs = len(_logs_of(folder))
-    assert order == ["stored", *["answer"] * runs]
+    assert order == [*["answer"] * runs, f"kept, {Submission.State.VERIFIED}, {runs} runs"]
     _every_run_has_its_log()
+
+
+def _served(run: Run) -> bytes:
+    from leaderboard.logs import open_log
+
+    with open_log(run) as handle:
+        return handle.read()
 
 
 def test_the_code_a_bundle_ships_is_packed_beside_its_first_items_checks(
@@ -149,45 +159,48 @@ def test_the_code_a_bundle_ships_is_packed_beside_its_first_items_checks(
     assert Implementation.objects.filter(submission=submission).exists()
 
 
-def test_a_log_that_changes_after_it_was_judged_is_a_platform_fault_and_stores_no_run(
-        people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks) -> None:
+def test_a_log_that_changes_after_it_was_judged_is_not_kept_and_its_judged_bytes_are_served(
+        people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks, caplog) -> None:
     archive, folder = bundle
     submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
     real = submissions.run_logs_store
 
     def tampered_first(*, source: Any, logs: Any) -> Any:
         log = source.result_files[0]
-        log.write_bytes(log.read_bytes() + b":::MLLOG {\"forged\": true}\n")  # after hashing, before storing
+        log.write_bytes(log.read_bytes() + b":::MLLOG {\"forged\": true}\n")  # after judging, before keeping
         return real(source=source, logs=logs)
 
     monkeypatch.setattr(submissions, "run_logs_store", tampered_first)
-    with pytest.raises(submissions.PlatformFault, match="does not match the checksum"):
-        submissions.submission_verify(submission_id=submission.pk)
-    submission.refresh_from_db()
-    assert submission.state == Submission.State.RECEIVED  # handed back for a retry, not blamed on the bundle
-    assert not Result.objects.filter(submission=submission).exists()
-    forged = hashlib.sha256(_logs_of(folder)["result_0.txt"] + b":::MLLOG {\"forged\": true}\n").hexdigest()
-    assert not storage.has_run_log(forged)
-
-    monkeypatch.setattr(submissions, "run_logs_store", real)  # the retry sees the stored bundle's true bytes
     assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
-    _every_run_has_its_log()
+    assert "does not match the checksum" in caplog.text and "store_run_logs" in caplog.text
+    originals = _logs_of(folder)
+    forged = hashlib.sha256(originals["result_0.txt"] + b":::MLLOG {\"forged\": true}\n").hexdigest()
+    assert not storage.has_run_log(forged)
+    runs = list(Run.objects.filter(result__submission=submission))
+    assert {run.sha256 for run in runs} == {hashlib.sha256(data).hexdigest() for data in originals.values()}
+    for run in runs:  # the judged bytes, from the store or else from the stored bundle
+        assert _served(run) == originals[run.name]
 
 
-def test_a_failing_log_store_hands_the_upload_back_with_nothing_stored(people, round_open, bundle, monkeypatch,
-                                                                       django_capture_on_commit_callbacks) -> None:
-    archive, _ = bundle
+def test_a_failing_log_store_leaves_the_verdict_and_the_logs_are_served_from_the_bundle(
+        people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks, caplog) -> None:
+    archive, folder = bundle
     submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
 
     def full_disk(data: bytes, sha256: str) -> str:
         raise storage.StorageError("No space left on device")
 
     monkeypatch.setattr(storage, "put_run_log", full_disk)
-    with pytest.raises(submissions.PlatformFault, match="No space left"):
-        submissions.submission_verify(submission_id=submission.pk)
-    submission.refresh_from_db()
-    assert submission.state == Submission.State.RECEIVED and "No space left" in submission.error_detail
-    assert not Run.objects.exists()
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert "No space left" in caplog.text
+    runs = list(Run.objects.filter(result__submission=submission))
+    assert len(runs) == 5 and not any(storage.has_run_log(run.sha256) for run in runs)
+    originals = _logs_of(folder)
+    for run in runs:
+        assert _served(run) == originals[run.name]
+    monkeypatch.undo()
+    call_command("store_run_logs")  # what the log says to run
+    _every_run_has_its_log()
 
 
 def test_an_import_whose_log_changes_after_judging_stores_no_result_for_that_item(make_tree, monkeypatch) -> None:

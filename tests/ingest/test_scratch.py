@@ -32,10 +32,11 @@ def _fresh_process() -> Iterator[None]:
 @pytest.fixture
 def folders_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The scratch folders made from the verification's start until its verdict is stored (not those made after;
-    nor the run-log store's, made for the logs it stores the first time)."""
+    nor the run-log store's, made for the logs it stores the first time). Stored ahead or after the checks, the
+    store starts once the last item's checks are under way, all its folders made."""
     made: list[str] = []
     recording = [False]
-    real_mkdir, real_store, real_claim = os.mkdir, submissions._store, submissions._claim
+    real_mkdir, real_store, real_claim = os.mkdir, submissions._store_in, submissions._claim
     under = os.fspath(django_settings.PODIUM_SCRATCH_DIR) + os.sep
 
     def mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
@@ -53,7 +54,7 @@ def folders_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(os, "mkdir", mkdir)
     monkeypatch.setattr(submissions, "_claim", claim)
-    monkeypatch.setattr(submissions, "_store", store)
+    monkeypatch.setattr(submissions, "_store_in", store)
     return made
 
 

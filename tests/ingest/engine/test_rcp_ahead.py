@@ -123,9 +123,9 @@ def test_a_spent_budget_ends_the_check_ahead_unread(make_tree, ahead_calls, monk
     def spent_at_rcp(self: verify._Budget) -> float | None:
         return None if turn["rcp"] else real_next_call(self)
 
-    def run_rcp(*args: Any) -> Any:
+    def run_rcp(*args: Any, **kwargs: Any) -> Any:
         turn["rcp"] = True
-        return real_run_rcp(*args)
+        return real_run_rcp(*args, **kwargs)
 
     monkeypatch.setattr(verify._Budget, "next_call", spent_at_rcp)
     monkeypatch.setattr(verify, "_run_rcp", run_rcp)

@@ -1,0 +1,101 @@
+"""verify_item's `speculate`: the report as it will be if every answer still awaited is clean, handed over while
+the checkers work; let go as soon as an answer is not clean or not in within the hold; never offered where a
+check must still run in its turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest.engine import tool, verify
+from ingest.engine.tree import items_of
+from ingest.engine.verify import IMPORT, ItemReport, same_report, verify_item
+
+RULESET = "4.0.0"
+BERT = ("Larkspur_Compute", "atlas_lx4_n1", "bert")  # closed, 10 runs: seed and RCP checks apply
+
+
+def _item(make_tree):
+    (source,) = items_of(make_tree(BERT) / BERT[0])
+    return source
+
+
+def _not_clean_at(monkeypatch, position: int) -> list[str]:
+    """The compliance checker's answer for the log at `position` carries a warning; returns the order of events,
+    each answer read ("answer N") among them."""
+    real = tool.ComplianceChecks.next
+    events: list[str] = []
+
+    def next_(self: tool.ComplianceChecks) -> Any:
+        allowed, outcome = real(self)
+        read = sum(1 for event in events if event.startswith("answer"))
+        if read == position:
+            outcome.warnings = ["a warning the clean answer does not have"]
+        events.append(f"answer {read}")
+        return allowed, outcome
+
+    monkeypatch.setattr(tool.ComplianceChecks, "next", next_)
+    return events
+
+
+def test_every_answer_clean_returns_the_report_speculated_on(make_tree, monkeypatch) -> None:
+    taken: list[float] = []
+    result = tool.Ahead.result
+
+    def counted(self: tool.Ahead, allowed: float) -> tool.Bounded:
+        taken.append(allowed)
+        return result(self, allowed)
+
+    monkeypatch.setattr(tool.Ahead, "result", counted)
+    offered: list[ItemReport | None] = []
+    report = verify_item(_item(make_tree), RULESET, speculate=offered.append)
+    assert len(offered) == 1 and offered[0] is not None and offered[0] is not report
+    assert same_report(offered[0], report)
+    assert report.score is not None and report.verdict == "verified" and report.rcp_status != "not_applicable"
+    assert len(taken) == 1  # the RCP check started ahead was peeked at, and taken once, in its turn
+    assert offered[0].checker_seconds < report.checker_seconds  # the answers' timings are not known ahead
+
+
+def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch) -> None:
+    events = _not_clean_at(monkeypatch, 2)
+    offered: list[ItemReport | None] = []
+
+    def speculate(report: ItemReport | None) -> None:
+        offered.append(report)
+        events.append("offered" if report is not None else "let go")
+
+    report = verify_item(_item(make_tree), RULESET, speculate=speculate)
+    assert events == ["offered", "answer 0", "answer 1", "answer 2", "let go", *(f"answer {n}" for n in range(3, 10))]
+    assert len(offered) == 2 and offered[0] is not None and offered[1] is None
+    assert not same_report(offered[0], report)
+    assert any("a warning the clean answer does not have" in f.message for run in report.runs for f in run.findings)
+
+
+def test_an_answer_not_in_within_the_hold_lets_go_of_it(make_tree, monkeypatch) -> None:
+    monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)
+    offered: list[ItemReport | None] = []
+    report = verify_item(_item(make_tree), RULESET, speculate=offered.append)
+    assert len(offered) == 2 and offered[1] is None
+    assert offered[0] is not None and same_report(offered[0], report)  # let go only for the time it took
+
+
+def test_none_is_offered_where_a_check_must_run_in_its_turn(make_tree, monkeypatch) -> None:
+    source, offered = _item(make_tree), []
+    imported = verify_item(source, RULESET, mode=IMPORT, speculate=offered.append)  # no RCP check ahead
+    assert offered == [] and imported.rcp_status != "not_applicable"
+    monkeypatch.setattr(verify, "SEED_CHECK_WITH_LOGS", False)
+    verify_item(source, RULESET, speculate=offered.append)  # the seed check in its turn
+    assert offered == []
+
+
+def test_a_peek_judges_the_answer_as_its_taking_does(make_tree) -> None:
+    source = _item(make_tree)
+    report = verify_item(source, RULESET)  # the working copies the RCP checker reads
+    del report
+    folder = source.result_files[0].parent
+    ahead = tool.rcp_ahead(folder, RULESET, budget_s=30.0)
+    peeked, again = ahead.peek(30.0), ahead.peek(30.0)
+    taken = ahead.result(30.0)
+    assert peeked.value is not taken.value and peeked.value == again.value == taken.value
+    assert taken.value.passed is not None and peeked.elapsed_s == taken.elapsed_s
+    late = tool.rcp_ahead(folder, RULESET, budget_s=30.0)
+    assert late.peek(1e-9).timed_out and late.result(1e-9).timed_out  # judged against the allowance alike

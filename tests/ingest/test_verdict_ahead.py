@@ -1,0 +1,162 @@
+"""An upload's verdict is stored ahead, uncommitted, while its last item's checkers work (submissions._VerdictAhead):
+committed when their answers bear it out, with exactly the rows a verdict stored after them has; rolled back,
+leaving nothing of it, when they do not, when they are late, or when anything fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import OperationalError, transaction
+from django.utils import timezone
+
+from accounts.models import AuditEvent
+from ingest.engine import tool
+from ingest.models import Finding, Result, Run, Submission
+from ingest.services import submissions
+from tests.ingest.test_run_logs import _received, bundle  # noqa: F401  (a fixture: one item, five runs)
+
+pytestmark = pytest.mark.django_db
+
+_IDS = {"id", "created_at", "updated_at", "finished_at"}
+
+
+def _rows(submission: Submission) -> dict[str, Any]:
+    """What a verdict stored, without row ids and times."""
+    def kept(rows: Any) -> list[dict[str, Any]]:
+        return [{k: v for k, v in row.items() if k not in _IDS and not k.endswith("_id")} for row in rows]
+
+    state = Submission.objects.get(pk=submission.pk).state
+    return {
+        "state": state,
+        "results": kept(Result.objects.filter(submission=submission).order_by("system_slug", "benchmark_key")
+                        .values()),
+        "runs": kept(Run.objects.filter(result__submission=submission).order_by("position").values()),
+        "findings": kept(Finding.objects.filter(submission=submission)
+                         .order_by("file", "line", "rule", "message").values()),
+        "audit": sorted(AuditEvent.objects.filter(actor_label__icontains="worker").values_list("action", flat=True)),
+    }
+
+
+class _Undone(Exception):
+    pass
+
+
+def _counted(monkeypatch, name: str) -> list[int]:
+    calls: list[int] = []
+    real = getattr(submissions, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(submissions, name, counted)
+    return calls
+
+
+def test_a_clean_verdict_is_stored_once_ahead_with_the_rows_of_one_stored_after_the_checks(
+        people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks) -> None:  # noqa: F811 (a fixture)
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    try:
+        with transaction.atomic(), monkeypatch.context() as patched:
+            patched.setattr(submissions._VerdictAhead, "store", lambda self, judged: None)  # none ahead
+            after_the_checks = _counted(patched, "_store")
+            assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+            assert after_the_checks == [1]
+            stored_after = _rows(submission)
+            raise _Undone
+    except _Undone:
+        pass
+    assert Submission.objects.get(pk=submission.pk).state == Submission.State.RECEIVED
+    after_the_checks, writes = _counted(monkeypatch, "_store"), _counted(monkeypatch, "_store_in")
+    last_answer: list[Any] = []
+    real_seeds = tool.ComplianceChecks.seeds
+
+    def seeds(self: tool.ComplianceChecks) -> Any:
+        answer = real_seeds(self)
+        last_answer.append(timezone.now())
+        return answer
+
+    monkeypatch.setattr(tool.ComplianceChecks, "seeds", seeds)
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert after_the_checks == [] and writes == [1]  # stored ahead, and committed
+    assert _rows(submission) == stored_after and stored_after["results"] and len(stored_after["runs"]) == 5
+    finished = Submission.objects.get(pk=submission.pk).finished_at
+    assert finished is not None and finished >= last_answer[-1]  # when the verdict was reached
+
+
+def test_an_answer_not_clean_rolls_the_verdict_stored_ahead_back(people, round_open, bundle, monkeypatch,  # noqa: F811 (a fixture)
+                                                                  django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    real = tool.ComplianceChecks.next
+    read: list[int] = []
+
+    def next_(self: tool.ComplianceChecks) -> Any:
+        allowed, outcome = real(self)
+        if not read:
+            outcome.warnings = ["a warning no clean answer has"]
+        read.append(1)
+        return allowed, outcome
+
+    monkeypatch.setattr(tool.ComplianceChecks, "next", next_)
+    writes, after_the_checks = _counted(monkeypatch, "_store_in"), _counted(monkeypatch, "_store")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert writes == [1, 1] and after_the_checks == [1]
+    assert Result.objects.filter(submission=submission).count() == 1
+    assert Run.objects.filter(result__submission=submission).count() == 5
+    assert Finding.objects.filter(submission=submission, message__contains="a warning no clean answer has").count() == 1
+    assert AuditEvent.objects.filter(action="result.create").count() == 1  # the rolled-back one left none
+
+
+def test_answers_late_roll_it_back_and_the_verdict_is_stored_after_them(people, round_open, bundle, monkeypatch,  # noqa: F811 (a fixture)
+                                                                         django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)
+    writes, after_the_checks = _counted(monkeypatch, "_store_in"), _counted(monkeypatch, "_store")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert writes == [1, 1] and after_the_checks == [1]
+    assert Result.objects.filter(submission=submission).count() == 1
+
+
+def test_a_failing_store_ahead_hands_the_upload_back_with_nothing_stored(people, round_open, bundle, monkeypatch,  # noqa: F811 (a fixture)
+                                                                         django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    real = submissions._store_in
+
+    def failing(submission: Submission, judged: Any) -> Any:
+        real(submission, judged)  # its writes, then the database goes away
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(submissions, "_store_in", failing)
+    with pytest.raises(submissions.PlatformFault, match="server closed"):
+        submissions.submission_verify(submission_id=submission.pk)
+    submission.refresh_from_db()
+    assert submission.state == Submission.State.RECEIVED
+    assert not Result.objects.filter(submission=submission).exists() and not Run.objects.exists()
+
+
+def test_a_failure_after_the_store_ahead_rolls_it_back(people, round_open, bundle, monkeypatch,  # noqa: F811 (a fixture)
+                                                       django_capture_on_commit_callbacks) -> None:
+    """A bug of Podium's after the verdict was stored ahead: the submission errors, and nothing of it stays."""
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+
+    from ingest.engine import verify
+
+    real, calls = verify._energy, []
+
+    def broken_second(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:  # the report speculated on had it, and was stored ahead; the real one fails
+            raise RuntimeError("a bug")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(verify, "_energy", broken_second)
+    writes = _counted(monkeypatch, "_store_in")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.ERROR
+    assert writes == [1] and len(calls) == 2
+    assert not Result.objects.filter(submission=submission).exists() and not Run.objects.exists()
