@@ -460,8 +460,8 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
             seeds_wanted = facts.division == "closed" and rules.applies_seed_and_rcp_checks(ruleset)
             conclude = functools.partial(_conclude, source=source, files=files, bench=bench, known=known,
                                          seeds_wanted=seeds_wanted, rcp_wanted=rcp_wanted, reference=reference)
-            speculation = None if speculate is None else _Speculation(report, source, budget, ahead, conclude,
-                                                                      speculate, seeds_wanted=seeds_wanted,
+            speculation = None if speculate is None else _Speculation(source, budget, ahead, conclude, speculate,
+                                                                      seeds_wanted=seeds_wanted,
                                                                       rcp_wanted=rcp_wanted)
             copies, seeds = _check_logs(report, source, files, bench, ext.rules if ext else None, budget, ahead,
                                         seeds_wanted=seeds_wanted, meanwhile=meanwhile, speculation=speculation)
@@ -517,26 +517,38 @@ def _clean_seeds(outcome: tool.SeedOutcome) -> bool:
 
 
 class _Speculation:
-    """The report as it will be if every answer still awaited is clean (verify_item's `speculate`), and
-    letting go of it when one is not."""
+    """The report as it will be if every answer still awaited is clean (verify_item's `speculate`), offered the
+    first time the parent would wait for an answer (the answers already in are judged first, as they are: less is
+    left to do once the last one is in), and letting go of it when an answer is not clean or late."""
 
-    def __init__(self, report: ItemReport, source: ItemSource, budget: _Budget, ahead: _RcpAhead,
-                 conclude: Callable[..., None], speculate: Callable[[ItemReport | None], None], *,
-                 seeds_wanted: bool, rcp_wanted: bool) -> None:
-        self.report, self.source, self.budget, self.ahead = report, source, budget, ahead
+    def __init__(self, source: ItemSource, budget: _Budget, ahead: _RcpAhead, conclude: Callable[..., None],
+                 speculate: Callable[[ItemReport | None], None], *, seeds_wanted: bool, rcp_wanted: bool) -> None:
+        self.source, self.budget, self.ahead = source, budget, ahead
         self.conclude, self.speculate = conclude, speculate
         self.seeds_wanted, self.rcp_wanted = seeds_wanted, rcp_wanted
+        self.tried = False
         self.held_until: float | None = None  # while the caller holds one
 
-    def start(self, logs: list[ParsedLog], copies: list[Path | None], seeds_sent: bool) -> None:
+    def before(self, checks: tool.ComplianceChecks, report: ItemReport, pending: list[tuple[int, ParsedLog]],
+               copies: list[Path | None], seeds_sent: bool) -> None:
+        """Before an answer is read (`pending`: the runs not judged yet, the one it is for first): offered the
+        first time it is not in yet; while one is held, let go unless the answer comes within the hold."""
+        if not self.tried and not checks.answered(0.0):
+            self.tried = True
+            self._offer(report, pending, copies, seeds_sent)
+        if self.held_until is not None and not checks.answered(self.held_until - time.monotonic()):
+            self.let_go()
+
+    def _offer(self, so_far: ItemReport, pending: list[tuple[int, ParsedLog]], copies: list[Path | None],
+               seeds_sent: bool) -> None:
         given = any(copies)
         if self.seeds_wanted and given and not seeds_sent:
             return  # the seed check runs in its turn
         rcp_ahead = self.ahead.running
         if self.seeds_wanted and given and self.rcp_wanted and rcp_ahead is None:
             return  # so does the RCP check
-        report, budget = deepcopy(self.report), deepcopy(self.budget)
-        for position, parsed in enumerate(logs):
+        report, budget = deepcopy(so_far), deepcopy(self.budget)
+        for position, parsed in pending:
             if parsed.long_lines:
                 outcome = _long_line_outcome(report, parsed)
             elif budget.next_call() is None:
@@ -553,11 +565,6 @@ class _Speculation:
         self.conclude(report, list(copies), budget, seeds, rcp_ahead, peek=True)
         self.speculate(report)
         self.held_until = time.monotonic() + SPECULATION_HOLD_S
-
-    def waiting(self, checks: tool.ComplianceChecks) -> None:
-        """Before an answer is read: let go unless it is in within the hold."""
-        if self.held_until is not None and not checks.answered(self.held_until - time.monotonic()):
-            self.let_go()
 
     def saw(self, clean: bool) -> None:
         if not clean:
@@ -618,8 +625,6 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
             contents[position] = b""  # read once: no more held than a parsed log holds anyway
         if meanwhile is not None:  # the runs as _run_report names them, while the checker works
             meanwhile([(parsed.name, parsed.sha256) for parsed in logs])
-        if speculation is not None:
-            speculation.start(logs, copies, seeds_sent)
         for position, parsed in enumerate(logs):
             copy = copies[position]
             if parsed.long_lines:
@@ -627,7 +632,7 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
             else:
                 assert copy is not None
                 if speculation is not None:
-                    speculation.waiting(checks)
+                    speculation.before(checks, report, list(enumerate(logs))[position:], copies, seeds_sent)
                 allowed, outcome = checks.next()
                 if speculation is not None:
                     speculation.saw(_clean_answer(outcome))
@@ -649,7 +654,7 @@ def _check_logs(report: ItemReport, source: ItemSource, files: list[Path], bench
         seeds = None
         if seeds_sent:
             if speculation is not None:
-                speculation.waiting(checks)
+                speculation.before(checks, report, [], copies, seeds_sent)
             seeds = checks.seeds()
             if speculation is not None:
                 speculation.saw(_clean_seeds(seeds[1]))

@@ -38,3 +38,16 @@ def people():
 @pytest.fixture
 def round_open():
     return open_round()
+
+
+@pytest.fixture
+def offered_at_once(monkeypatch) -> None:
+    """verify_item's speculation (`speculate`) offered before the first answer is read and held for as long as a
+    test takes: it is otherwise offered the first time the parent would wait for an answer, and held for
+    verify.SPECULATION_HOLD_S, both of which depend on the machine's speed."""
+    from ingest.engine import tool, verify
+
+    real = tool.ComplianceChecks.answered
+    monkeypatch.setattr(tool.ComplianceChecks, "answered",
+                        lambda self, within_s: within_s > 0 and real(self, within_s))
+    monkeypatch.setattr(verify, "SPECULATION_HOLD_S", 600.0)

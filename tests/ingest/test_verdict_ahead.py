@@ -16,7 +16,7 @@ from ingest.models import Finding, Result, Run, Submission
 from ingest.services import submissions
 from tests.ingest.test_run_logs import _received, bundle  # noqa: F401  (a fixture: one item, five runs)
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("offered_at_once")]
 
 _IDS = {"id", "created_at", "updated_at", "finished_at"}
 

@@ -1,6 +1,6 @@
 """verify_item's `speculate`: the report as it will be if every answer still awaited is clean, handed over while
-the checkers work; let go as soon as an answer is not clean or not in within the hold; never offered where a
-check must still run in its turn."""
+the checkers work (the first time the parent would wait for an answer); let go as soon as an answer is not clean
+or not in within the hold; never offered where a check must still run in its turn."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _not_clean_at(monkeypatch, position: int) -> list[str]:
     return events
 
 
-def test_every_answer_clean_returns_the_report_speculated_on(make_tree, monkeypatch) -> None:
+def test_every_answer_clean_returns_the_report_speculated_on(make_tree, monkeypatch, offered_at_once) -> None:
     taken: list[float] = []
     result = tool.Ahead.result
 
@@ -55,7 +55,7 @@ def test_every_answer_clean_returns_the_report_speculated_on(make_tree, monkeypa
     assert offered[0].checker_seconds < report.checker_seconds  # the answers' timings are not known ahead
 
 
-def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch) -> None:
+def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch, offered_at_once) -> None:
     events = _not_clean_at(monkeypatch, 2)
     offered: list[ItemReport | None] = []
 
@@ -71,14 +71,39 @@ def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch) -> No
 
 
 def test_an_answer_not_in_within_the_hold_lets_go_of_it(make_tree, monkeypatch) -> None:
-    monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)
+    monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)  # none in, ever
     offered: list[ItemReport | None] = []
     report = verify_item(_item(make_tree), RULESET, speculate=offered.append)
     assert len(offered) == 2 and offered[1] is None
     assert offered[0] is not None and same_report(offered[0], report)  # let go only for the time it took
 
 
-def test_none_is_offered_where_a_check_must_run_in_its_turn(make_tree, monkeypatch) -> None:
+def test_it_is_offered_the_first_time_the_parent_would_wait(make_tree, monkeypatch) -> None:
+    """The answers already in are judged first, as they are; the report offered then holds them."""
+    real, looks = tool.ComplianceChecks.answered, []
+
+    def answered(self: tool.ComplianceChecks, within_s: float) -> bool:
+        looks.append(within_s)
+        if within_s > 0:  # the hold
+            return real(self, within_s)
+        return len(looks) <= 4  # the first four answers are in (or soon), the fifth is the first not in yet
+
+    events = _not_clean_at(monkeypatch, 1)  # an answer read before the offer: it is in the report offered
+    monkeypatch.setattr(tool.ComplianceChecks, "answered", answered)
+    monkeypatch.setattr(verify, "SPECULATION_HOLD_S", 600.0)
+    offered: list[ItemReport | None] = []
+
+    def speculate(report: ItemReport | None) -> None:
+        offered.append(report)
+        events.append("offered" if report is not None else "let go")
+
+    report = verify_item(_item(make_tree), RULESET, speculate=speculate)
+    assert events == ["answer 0", "answer 1", "answer 2", "answer 3", "offered", *(f"answer {n}" for n in range(4, 10))]
+    assert len(offered) == 1 and offered[0] is not None and same_report(offered[0], report)
+    assert any("a warning the clean answer does not have" in f.message for f in offered[0].runs[1].findings)
+
+
+def test_none_is_offered_where_a_check_must_run_in_its_turn(make_tree, monkeypatch, offered_at_once) -> None:
     source, offered = _item(make_tree), []
     imported = verify_item(source, RULESET, mode=IMPORT, speculate=offered.append)  # no RCP check ahead
     assert offered == [] and imported.rcp_status != "not_applicable"
