@@ -37,6 +37,17 @@ def _not_clean_at(monkeypatch, position: int) -> list[str]:
     return events
 
 
+def _verified_noting(make_tree, events: list[str]) -> tuple[ItemReport, list[ItemReport | None]]:
+    """verify_item's report, and each report it offered (None: let go), each also noted in `events`."""
+    offered: list[ItemReport | None] = []
+
+    def speculate(report: ItemReport | None) -> None:
+        offered.append(report)
+        events.append("offered" if report is not None else "let go")
+
+    return verify_item(_item(make_tree), RULESET, speculate=speculate), offered
+
+
 def test_every_answer_clean_returns_the_report_speculated_on(make_tree, monkeypatch, offered_at_once) -> None:
     taken: list[float] = []
     result = tool.Ahead.result
@@ -57,13 +68,7 @@ def test_every_answer_clean_returns_the_report_speculated_on(make_tree, monkeypa
 
 def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch, offered_at_once) -> None:
     events = _not_clean_at(monkeypatch, 2)
-    offered: list[ItemReport | None] = []
-
-    def speculate(report: ItemReport | None) -> None:
-        offered.append(report)
-        events.append("offered" if report is not None else "let go")
-
-    report = verify_item(_item(make_tree), RULESET, speculate=speculate)
+    report, offered = _verified_noting(make_tree, events)
     assert events == ["offered", "answer 0", "answer 1", "answer 2", "let go", *(f"answer {n}" for n in range(3, 10))]
     assert len(offered) == 2 and offered[0] is not None and offered[1] is None
     assert not same_report(offered[0], report)
@@ -91,13 +96,7 @@ def test_it_is_offered_the_first_time_the_parent_would_wait(make_tree, monkeypat
     events = _not_clean_at(monkeypatch, 1)  # an answer read before the offer: it is in the report offered
     monkeypatch.setattr(tool.ComplianceChecks, "answered", answered)
     monkeypatch.setattr(verify, "SPECULATION_HOLD_S", 600.0)
-    offered: list[ItemReport | None] = []
-
-    def speculate(report: ItemReport | None) -> None:
-        offered.append(report)
-        events.append("offered" if report is not None else "let go")
-
-    report = verify_item(_item(make_tree), RULESET, speculate=speculate)
+    report, offered = _verified_noting(make_tree, events)
     assert events == ["answer 0", "answer 1", "answer 2", "answer 3", "offered", *(f"answer {n}" for n in range(4, 10))]
     assert len(offered) == 1 and offered[0] is not None and same_report(offered[0], report)
     assert any("a warning the clean answer does not have" in f.message for f in offered[0].runs[1].findings)
