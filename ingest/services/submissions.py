@@ -470,7 +470,7 @@ def _keep_run_logs(submission: Submission, run_logs: list[tuple[ItemSource, list
     for source, logs in run_logs:
         try:
             run_logs_store(source=source, logs=logs)
-        except PLATFORM_FAULTS:
+        except Exception:  # a platform fault, or a bug of ours: either way the verdict stands and is announced
             log.exception("the run logs of submission %s (%s) were not kept; its log view reads them from its "
                           "stored bundle (manage.py store_run_logs keeps them)", submission.pk, source.rel_root)
 

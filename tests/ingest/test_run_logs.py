@@ -315,3 +315,14 @@ def test_a_half_written_run_log_is_swept_once_old_and_stored_logs_stay() -> None
     assert swept.incoming_logs == [f"{shard.name}/.incoming-dead1"]
     assert not old.exists() and young.exists()
     assert stored.read_bytes() == data  # a stored log, however old, is never litter
+
+
+def test_a_bug_keeping_the_logs_leaves_the_verdict_announced(people, round_open, bundle, monkeypatch,
+                                                              django_capture_on_commit_callbacks, caplog) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    announced: list[Submission] = []
+    monkeypatch.setattr(submissions, "run_logs_store", lambda **kwargs: 1 / 0)
+    monkeypatch.setattr(submissions, "submission_notify", lambda *, submission: announced.append(submission))
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert "ZeroDivisionError" in caplog.text and [s.pk for s in announced] == [submission.pk]
