@@ -396,6 +396,15 @@ class Ahead:
             _keep_or_let_go(self._session)  # answered in time: idle, and fit for the next call ahead
         return bounded
 
+    def answered(self) -> bool:
+        """Whether its answer is in (read, or waiting in the pipe), without waiting for it."""
+        if self._read is not None:
+            return True
+        if self._session.pid is None:
+            return False
+        ready, _, _ = select.select([self._session.answers], [], [], 0.0)
+        return bool(ready)
+
     def peek(self, allowed: float) -> Bounded:
         """What `result(allowed)` will answer, waiting for it as long, without taking it or ending the child: a
         copy, for a report speculated on (verify._Speculation). Where the child gave no answer, a crash that
@@ -495,11 +504,11 @@ class Pipeline:
             self._sent_at.append(time.monotonic())
             self._sent += 1
 
-    def answered(self, within_s: float) -> bool:
-        """Whether the answer `next()` reads is in, waiting for it up to `within_s`; False also where `next()`
-        would first start a child for it."""
+    def answered(self, within_s: float) -> bool | None:
+        """Whether the answer `next()` reads is in, waiting for it up to `within_s`; None where no child holds
+        its call (`next()` would first start one, or there is none to read)."""
         if not self._pending or not self._sent or self._session.pid != self._pid or not hasattr(os, "fork"):
-            return False
+            return None
         ready, _, _ = select.select([self._session.answers], [], [], max(within_s, 0.0))
         return bool(ready)
 
@@ -1119,8 +1128,8 @@ class ComplianceChecks:
         which then runs it (the session's child is closed when the checks end without reading it)."""
         return self._pipeline.withdraw_last()
 
-    def answered(self, within_s: float) -> bool:
-        """Whether the next answer (`next()` or `seeds()`) is in, waiting for it up to `within_s`."""
+    def answered(self, within_s: float) -> bool | None:
+        """Whether the next answer (`next()` or `seeds()`) is in, waiting for it up to `within_s` (Pipeline's)."""
         return self._pipeline.answered(within_s)
 
     def seeds(self) -> tuple[float | None, SeedOutcome]:

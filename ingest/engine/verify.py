@@ -537,11 +537,10 @@ class _Speculation:
     def before(self, checks: tool.ComplianceChecks, report: ItemReport, pending: list[tuple[int, ParsedLog]],
                copies: list[Path | None], seeds_sent: bool) -> None:
         """Before an answer is read (`pending`: the runs not judged yet, the one it is for first): offered the
-        first time it is not in yet, while OFFER_AT_LEAST answers are still to come; while one is held, let go
-        unless the answer comes within the hold."""
+        first time it is not in yet, its call held by a live child, while OFFER_AT_LEAST answers are still to
+        come; while one is held, let go unless the answer comes within the hold."""
         awaited = sum(1 for _, parsed in pending if not parsed.long_lines)
-        if not self.tried and awaited >= OFFER_AT_LEAST and not checks.answered(0.0):
-            self.tried = True
+        if not self.tried and awaited >= OFFER_AT_LEAST and checks.answered(0.0) is False:
             self._offer(report, pending, copies, seeds_sent)
         if self.held_until is not None and not checks.answered(self.held_until - time.monotonic()):
             self.let_go()
@@ -549,10 +548,14 @@ class _Speculation:
     def _offer(self, so_far: ItemReport, pending: list[tuple[int, ParsedLog]], copies: list[Path | None],
                seeds_sent: bool) -> None:
         given = any(copies)
+        rcp_ahead = self.ahead.running
+        rcp_needed = self.seeds_wanted and given and self.rcp_wanted
+        if rcp_needed and rcp_ahead is not None and not rcp_ahead.answered():
+            return  # tried again at the next wait: judging the answers that come meanwhile beats waiting for it
+        self.tried = True
         if self.seeds_wanted and given and not seeds_sent:
             return  # the seed check runs in its turn
-        rcp_ahead = self.ahead.running
-        if self.seeds_wanted and given and self.rcp_wanted and rcp_ahead is None:
+        if rcp_needed and rcp_ahead is None:
             return  # so does the RCP check
         report, budget = deepcopy(so_far), deepcopy(self.budget)
         for position, parsed in pending:

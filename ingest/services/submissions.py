@@ -521,11 +521,11 @@ class _VerdictAhead:
     Why: storing a verdict (its Result, Runs and findings, the final state, older versions superseded) took
     10-16 ms of a 10-log item's way to its verdict on the bench's machine, all of it after the checkers' last
     answer; the task's parent idles while its checker child works. What it holds meanwhile: the transaction (on
-    SQLite the database's one writer, on PostgreSQL the submission's and the entry's row locks) for at most
-    verify.SPECULATION_HOLD_S past the store, the checkers' answers still awaited (an answer not clean lets go at
-    once). Two things differ from a verdict stored after the checks, both only in time: the rows' creation
-    times are the store's, a few milliseconds before the commit, and the submission's `finished_at` is set
-    again at the commit."""
+    SQLite the database's one writer, on PostgreSQL the submission's and the entry's row locks) while the store is
+    written, then until the answers still awaited are in (at most verify.SPECULATION_HOLD_S after the store, or
+    it lets go; an answer not clean lets go at once) and the real report is concluded and compared. Two things
+    differ from a verdict stored after the checks, both only in time: the rows' creation times are the store's,
+    a few milliseconds before the commit, and the submission's `finished_at` is set again at the commit."""
 
     def __init__(self, submission: Submission) -> None:
         self.submission = submission
@@ -552,8 +552,10 @@ class _VerdictAhead:
 
     def let_go(self) -> None:
         if self._open is not None:
-            atomic, self._open = self._open, None
-            atomic.__exit__(_LetGo, _LetGo(), None)
+            try:  # forgotten only once closed: a soft time limit raised meanwhile must still find it to close
+                self._open.__exit__(_LetGo, _LetGo(), None)
+            finally:
+                self._open = None
 
     def settle(self, judged: _Judged) -> tuple[bool, Submission | None]:
         """(True, the stored submission or None where the lease was lost) once the verdict stored ahead is
@@ -563,8 +565,10 @@ class _VerdictAhead:
             return False, None
         if self._finished is not None:  # when the verdict was reached, not when it was stored ahead
             Submission.objects.filter(pk=self.submission.pk).update(finished_at=timezone.now())
-        atomic, self._open = self._open, None
-        atomic.__exit__(None, None, None)  # commits (a commit that fails rolls back and raises)
+        try:
+            self._open.__exit__(None, None, None)  # commits (a commit that fails rolls back and raises)
+        finally:
+            self._open = None
         return True, None if self._finished is None else _stored(self._finished)
 
 

@@ -160,3 +160,61 @@ def test_a_failure_after_the_store_ahead_rolls_it_back(people, round_open, bundl
     assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.ERROR
     assert writes == [1] and len(calls) == 2
     assert not Result.objects.filter(submission=submission).exists() and not Run.objects.exists()
+
+
+def test_a_verdict_not_borne_out_is_rolled_back_and_stored_after_the_checks(
+        people, round_open, bundle, monkeypatch, django_capture_on_commit_callbacks) -> None:  # noqa: F811 (a fixture)
+    """Every answer clean, and still not the verdict stored ahead (an RCP answer in the speculation's allowance but
+    past the real one would do it): the real verdict is stored."""
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    monkeypatch.setattr(submissions, "_same_judged", lambda one, other: False)
+    writes, after_the_checks = _counted(monkeypatch, "_store_in"), _counted(monkeypatch, "_store")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert writes == [1, 1] and after_the_checks == [1]
+    assert Result.objects.filter(submission=submission).count() == 1
+    assert AuditEvent.objects.filter(action="result.create").count() == 1
+
+
+def test_a_lease_lost_before_the_store_ahead_stores_nothing(people, round_open, bundle, monkeypatch,  # noqa: F811
+                                                            django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    monkeypatch.setattr(submissions, "_ours", lambda submission: Submission.objects.none())  # another took it
+    after_the_checks = _counted(monkeypatch, "_store")
+    assert submissions.submission_verify(submission_id=submission.pk) == "lease lost"
+    assert after_the_checks == [] and not Result.objects.filter(submission=submission).exists()
+    assert Submission.objects.get(pk=submission.pk).state == Submission.State.VERIFYING  # the other's to finish
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("clean", [True, False])
+def test_outside_a_test_transaction_only_the_verdict_committed_rings_and_bumps(
+        people, round_open, bundle, monkeypatch, clean) -> None:  # noqa: F811 (a fixture)
+    """Committed and rolled back for real (no test transaction around it; the lease is renewed from its thread):
+    a verdict stored ahead and let go leaves no ring and no cache bump behind, only the verdict stored after."""
+    from core import cache, wake
+
+    archive, _ = bundle
+    monkeypatch.setattr(submissions, "enqueue", lambda submission_id: None)  # verified here, not by a worker
+    submission = submissions.submission_upload(actor=people.alice, organization=people.acme, round=round_open,
+                                               archive=archive, original_name="bundle.tar.gz").submission
+    rings: list[str] = []
+    bumps: list[Any] = []
+    monkeypatch.setattr(wake, "ring", rings.append)
+    monkeypatch.setattr(cache, "_bump_now", bumps.append)
+    if not clean:
+        real = tool.ComplianceChecks.next
+
+        def warned(self: tool.ComplianceChecks) -> Any:
+            allowed, outcome = real(self)
+            outcome.warnings = ["a warning no clean answer has"]
+            return allowed, outcome
+
+        monkeypatch.setattr(tool.ComplianceChecks, "next", warned)
+    writes = _counted(monkeypatch, "_store_in")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert writes == ([1] if clean else [1, 1])
+    assert rings == [f"submission:{submission.pk}"] * 2  # claimed, then the verdict
+    assert bumps == [round_open.pk]  # the verdict's one bump
+    assert Result.objects.filter(submission=submission).count() == 1
