@@ -396,15 +396,6 @@ class Ahead:
             _keep_or_let_go(self._session)  # answered in time: idle, and fit for the next call ahead
         return bounded
 
-    def answered(self) -> bool:
-        """Whether its answer is in (read, or waiting in the pipe), without waiting for it."""
-        if self._read is not None:
-            return True
-        if self._session.pid is None:
-            return False
-        ready, _, _ = select.select([self._session.answers], [], [], 0.0)
-        return bool(ready)
-
     def peek(self, allowed: float) -> Bounded:
         """What `result(allowed)` will answer, waiting for it as long, without taking it or ending the child: a
         copy, for a report speculated on (verify._Speculation). Where the child gave no answer, a crash that

@@ -541,6 +541,7 @@ class _Speculation:
         come; while one is held, let go unless the answer comes within the hold."""
         awaited = sum(1 for _, parsed in pending if not parsed.long_lines)
         if not self.tried and awaited >= OFFER_AT_LEAST and checks.answered(0.0) is False:
+            self.tried = True
             self._offer(report, pending, copies, seeds_sent)
         if self.held_until is not None and not checks.answered(self.held_until - time.monotonic()):
             self.let_go()
@@ -548,14 +549,10 @@ class _Speculation:
     def _offer(self, so_far: ItemReport, pending: list[tuple[int, ParsedLog]], copies: list[Path | None],
                seeds_sent: bool) -> None:
         given = any(copies)
-        rcp_ahead = self.ahead.running
-        rcp_needed = self.seeds_wanted and given and self.rcp_wanted
-        if rcp_needed and rcp_ahead is not None and not rcp_ahead.answered():
-            return  # tried again at the next wait: judging the answers that come meanwhile beats waiting for it
-        self.tried = True
         if self.seeds_wanted and given and not seeds_sent:
             return  # the seed check runs in its turn
-        if rcp_needed and rcp_ahead is None:
+        rcp_ahead = self.ahead.running
+        if self.seeds_wanted and given and self.rcp_wanted and rcp_ahead is None:
             return  # so does the RCP check
         report, budget = deepcopy(so_far), deepcopy(self.budget)
         for position, parsed in pending:

@@ -43,20 +43,11 @@ def round_open():
 @pytest.fixture
 def offered_at_once(monkeypatch) -> None:
     """verify_item's speculation (`speculate`) offered before the first answer is read and held for as long as a
-    test takes: it is otherwise offered the first time the parent would wait for an answer once the RCP check's
-    answer is in, and held for verify.SPECULATION_HOLD_S, all of which depend on the machine's speed."""
+    test takes: it is otherwise offered the first time the parent would wait for an answer, and held for
+    verify.SPECULATION_HOLD_S, both of which depend on the machine's speed."""
     from ingest.engine import tool, verify
 
     real = tool.ComplianceChecks.answered
     monkeypatch.setattr(tool.ComplianceChecks, "answered",
                         lambda self, within_s: within_s > 0 and real(self, within_s))
-    rcp_answer_awaited(monkeypatch)
     monkeypatch.setattr(verify, "SPECULATION_HOLD_S", 600.0)
-
-
-def rcp_answer_awaited(monkeypatch) -> None:
-    """The RCP check started ahead counts as answered when a speculation is offered: the offer then waits for its
-    answer (a peek) instead of waiting for the next wait of the parent's, which depends on the machine's speed."""
-    from ingest.engine import tool
-
-    monkeypatch.setattr(tool.Ahead, "answered", lambda self: True)

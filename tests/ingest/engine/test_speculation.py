@@ -9,7 +9,6 @@ from typing import Any
 from ingest.engine import tool, verify
 from ingest.engine.tree import items_of
 from ingest.engine.verify import IMPORT, ItemReport, same_report, verify_item
-from tests.ingest.conftest import rcp_answer_awaited
 
 RULESET = "4.0.0"
 BERT = ("Larkspur_Compute", "atlas_lx4_n1", "bert")  # closed, 10 runs: seed and RCP checks apply
@@ -78,7 +77,6 @@ def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch, offer
 
 def test_an_answer_not_in_within_the_hold_lets_go_of_it(make_tree, monkeypatch) -> None:
     monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)  # none in, ever
-    rcp_answer_awaited(monkeypatch)
     offered: list[ItemReport | None] = []
     report = verify_item(_item(make_tree), RULESET, speculate=offered.append)
     assert len(offered) == 2 and offered[1] is None
@@ -97,7 +95,6 @@ def test_it_is_offered_the_first_time_the_parent_would_wait(make_tree, monkeypat
 
     events = _not_clean_at(monkeypatch, 1)  # an answer read before the offer: it is in the report offered
     monkeypatch.setattr(tool.ComplianceChecks, "answered", answered)
-    rcp_answer_awaited(monkeypatch)
     monkeypatch.setattr(verify, "SPECULATION_HOLD_S", 600.0)
     report, offered = _verified_noting(make_tree, events)
     assert events == ["answer 0", "answer 1", "answer 2", "answer 3", "offered", *(f"answer {n}" for n in range(4, 10))]
@@ -137,7 +134,6 @@ def test_none_is_offered_when_the_first_wait_is_for_the_last_answer(make_tree, m
         return len(looks) < 10  # every answer in when wanted but the last one, and the seed check's
 
     monkeypatch.setattr(tool.ComplianceChecks, "answered", answered)
-    rcp_answer_awaited(monkeypatch)
     source, offered = _item(make_tree), []
     verify_item(source, RULESET, speculate=offered.append)
     assert verify.OFFER_AT_LEAST > 1 and looks == [0.0] * 9 and offered == []  # the last one not even looked at
@@ -147,29 +143,9 @@ def test_none_is_offered_when_the_first_wait_is_for_the_last_answer(make_tree, m
     assert len(offered) == 2 and offered[0] is not None and offered[1] is None  # and let go: the answer is late
 
 
-def test_it_waits_for_the_rcp_answer_at_the_parents_next_wait_not_in_the_offer(make_tree, monkeypatch) -> None:
-    """Until the RCP check ahead has answered, the answers that come are judged instead of waiting for it."""
-    events = _not_clean_at(monkeypatch, 99)  # every answer clean; their reading noted
-    real = tool.ComplianceChecks.answered
-    monkeypatch.setattr(tool.ComplianceChecks, "answered",  # never in when first looked at
-                        lambda self, within_s: within_s > 0 and real(self, within_s))
-    asked: list[int] = []
-
-    def rcp_answered(self: tool.Ahead) -> bool:
-        asked.append(1)
-        return len(asked) > 2  # in from the third wait on
-
-    monkeypatch.setattr(tool.Ahead, "answered", rcp_answered)
-    monkeypatch.setattr(verify, "SPECULATION_HOLD_S", 600.0)
-    report, offered = _verified_noting(make_tree, events)
-    assert events[:4] == ["answer 0", "answer 1", "offered", "answer 2"] and len(asked) == 3
-    assert len(offered) == 1 and offered[0] is not None and same_report(offered[0], report)
-
-
 def test_none_is_offered_where_no_child_holds_the_call_awaited(make_tree, monkeypatch) -> None:
     """After a crash the next call starts a child of its own: there is no answer to wait for yet, only to start."""
     monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: None)
-    rcp_answer_awaited(monkeypatch)
     offered: list[ItemReport | None] = []
     verify_item(_item(make_tree), RULESET, speculate=offered.append)
     assert offered == []
