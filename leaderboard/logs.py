@@ -9,6 +9,7 @@ escapes the text; nothing here builds HTML.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -108,9 +109,10 @@ class _Raw(io.RawIOBase):
         return len(data)
 
 
-def _member_copy(bundle: Any, wanted: str, stack: ExitStack) -> IO[bytes] | None:
-    """The member `wanted` of a stored bundle copied into a spooled file (memory up to 1 MiB, then disk):
-    the archive is read once, the page then reads lines from the copy."""
+def _member_copy(bundle: Any, wanted: str, stack: ExitStack, sha256: str) -> IO[bytes] | None:
+    """The member `wanted` of a stored bundle copied into a spooled file (memory up to 1 MiB, then disk), if its
+    bytes are the ones whose digest is `sha256`: the archive is read once, the page then reads lines from the
+    copy. None where no member is named so; LogMissing where the one named so holds other bytes."""
     with open_archive(bundle, upload_limits()) as archive:
         for header in archive.headers():
             if header.kind != FILE:
@@ -119,9 +121,16 @@ def _member_copy(bundle: Any, wanted: str, stack: ExitStack) -> IO[bytes] | None
             if name == wanted or name.endswith("/" + wanted):
                 # Closed with the caller's ExitStack, after the page has read it.
                 copy = stack.enter_context(tempfile.SpooledTemporaryFile(max_size=1 << 20))  # noqa: SIM115
+                digest = hashlib.sha256()
                 with reading(), archive.open(Member(name, False, header.size, header.ref)) as stream:
                     while chunk := stream.read(_READ):
+                        digest.update(chunk)
                         copy.write(chunk)
+                if digest.hexdigest() != sha256:
+                    # A bundle whose member was judged under another name, or two members answering to it: what
+                    # the page shows as the run's log is only ever the bytes that were judged.
+                    raise LogMissing("The file of this name in the submission's bundle is not the log that was "
+                                     "judged.")
                 copy.seek(0)
                 return copy
     return None
@@ -131,7 +140,8 @@ def _member_copy(bundle: Any, wanted: str, stack: ExitStack) -> IO[bytes] | None
 def open_log(run: Run) -> Iterator[BinaryIO]:
     """The run's log as a binary stream: from the run-log store (every upload and import puts each log
     there, by its sha256), else from the member of the submission's stored bundle (uploads made before the
-    store existed). LogMissing (404) when neither holds it."""
+    store existed, and every upload for the moments between its verdict and its logs being kept: the member
+    is served only if it is the bytes the Run names). LogMissing (404) when neither holds it."""
     with ExitStack() as stack:
         try:
             handle: IO[bytes] = stack.enter_context(storage.open_run_log(run.sha256))
@@ -148,7 +158,7 @@ def _from_bundle(run: Run, stack: ExitStack) -> IO[bytes]:
     wanted = run.file.split("/", 1)[1] if "/" in run.file else run.file  # without the organization folder
     try:
         bundle = stack.enter_context(storage.open_verified(submission.bundle_path, submission.sha256))
-        copy = _member_copy(bundle, wanted, stack)
+        copy = _member_copy(bundle, wanted, stack, run.sha256)
     except (storage.StorageError, BundleRejected):
         raise LogMissing("The stored bundle that holds this log is unavailable.") from None
     if copy is None:

@@ -174,8 +174,9 @@ def test_a_log_missing_everywhere_is_a_clear_404(client: Client) -> None:
     assert b"not stored in Podium" in response.content
 
 
-def test_an_upload_without_a_stored_log_falls_back_to_its_bundle(client: Client) -> None:
-    data = _log([MLLOG % ("run_start", "null"), "from the bundle"])
+def _bundled_run(data: bytes, *, judged: bytes | None = None) -> Run:
+    """A run of an upload whose log is not in the run-log store, only in its stored bundle (as `data`); the Run
+    names the bytes that were judged (`judged`, by default the same)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         info = tarfile.TarInfo("org/results/sys/resnet/result_0.txt")
@@ -186,9 +187,26 @@ def test_an_upload_without_a_stored_log_falls_back_to_its_bundle(client: Client)
     sha = hashlib.sha256(buffer.getvalue()).hexdigest()
     rel = storage.store(path, sha, ".tar.gz")
     result = ResultFactory(submission__bundle_path=rel, submission__sha256=sha, submission__source="upload")
-    run = RunFactory(result=result, position=0, sha256=hashlib.sha256(data).hexdigest(),
-                     file="org/results/sys/resnet/result_0.txt")
+    return RunFactory(result=result, position=0, sha256=hashlib.sha256(data if judged is None else judged).hexdigest(),
+                      file="org/results/sys/resnet/result_0.txt")
+
+
+def test_an_upload_without_a_stored_log_falls_back_to_its_bundle(client: Client) -> None:
+    run = _bundled_run(_log([MLLOG % ("run_start", "null"), "from the bundle"]))
     assert "from the bundle" in _page(client, run)
+
+
+def test_a_bundle_member_that_is_not_the_judged_log_is_never_served(client: Client) -> None:
+    """The member named as the run's file holds other bytes than the Run's sha256 names: a clear 404, on the page
+    and the raw download, never those bytes shown as the run's log."""
+    run = _bundled_run(_log([MLLOG % ("run_start", "null"), "not what was judged"]),
+                       judged=_log([MLLOG % ("run_start", "null"), "what was judged"]))
+    for suffix in ("", "raw"):
+        response = client.get(f"/results/{run.result_id}/runs/0/{suffix}")
+        assert response.status_code == 404
+        content = response.content if suffix == "" else b"".join(getattr(response, "streaming_content", [b""]))
+        assert b"not what was judged" not in content
+    assert b"not the log that was judged" in client.get(f"/results/{run.result_id}/runs/0/").content
 
 
 @pytest.fixture
