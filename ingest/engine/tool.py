@@ -1105,6 +1105,18 @@ class ComplianceChecks:
     def __exit__(self, *exc: object) -> None:
         self._pipeline.__exit__(*exc)
 
+    def submit_system_desc(self, path: Path) -> None:
+        """The system description's check (check_system_desc), before any log's: the child starts on the logs
+        as soon as it ends, without waiting for the parent to read its answer (`system_desc()`, first)."""
+        self._pipeline.submit_call(_check_system_desc_here, path, self._ruleset)
+
+    def system_desc(self) -> tuple[float | None, SystemDescOutcome]:
+        """(the allowance, the outcome) of the system description's check, read before any log's."""
+        allowed, bounded = self._pipeline.next()
+        if allowed is None:
+            return None, SystemDescOutcome(valid=None, reasons=[], timed_out=True)
+        return allowed, _system_desc_outcome(bounded, allowed)
+
     def submit(self, path: Path) -> None:
         self._pipeline.submit(path, self._ruleset, self._rules)
 
@@ -1164,7 +1176,10 @@ class SystemDescOutcome:
 
 def check_system_desc(path: Path, ruleset: str, *, budget_s: float | None = None) -> SystemDescOutcome:
     budget = _budget(budget_s)
-    bounded = run_bounded(_check_system_desc_here, path, ruleset, budget_s=budget)
+    return _system_desc_outcome(run_bounded(_check_system_desc_here, path, ruleset, budget_s=budget), budget)
+
+
+def _system_desc_outcome(bounded: Bounded, budget: float) -> SystemDescOutcome:
     if bounded.timed_out:
         return SystemDescOutcome(valid=None, reasons=[], crash=_timeout_text(budget), timed_out=True,
                                  elapsed_s=bounded.elapsed_s)

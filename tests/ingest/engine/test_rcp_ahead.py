@@ -3,6 +3,7 @@ would have in its turn; whatever could make the two differ sends it back to its 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -235,3 +236,66 @@ def test_the_rcp_check_is_the_call_started_ahead_at_that_priority(monkeypatch, t
     monkeypatch.setattr(tool, "Ahead", lambda fn, args, budget: started.append((fn, args[0])))
     tool.rcp_ahead(tmp_path, "4.0.0", budget_s=30.0)
     assert started == [(tool._yielding, tool._check_rcp_here)]
+
+
+def test_the_system_descriptions_check_goes_first_and_its_answer_is_read_once_every_log_is_on_its_way(
+        make_tree, monkeypatch) -> None:
+    """The child starts on the logs as soon as the description's check ends: it never idles while the parent reads
+    that answer (verify._check_logs, `described`)."""
+    source = _item(make_tree)
+    events: list[str] = []
+    submit_desc, read_desc, submit, start = (tool.ComplianceChecks.submit_system_desc,
+                                             tool.ComplianceChecks.system_desc, tool.ComplianceChecks.submit,
+                                             tool.rcp_ahead)
+
+    def counted_submit_desc(self: tool.ComplianceChecks, path: Path) -> None:
+        events.append("system description")
+        submit_desc(self, path)
+
+    def counted_read_desc(self: tool.ComplianceChecks) -> Any:
+        events.append("its answer read")
+        return read_desc(self)
+
+    def counted_submit(self: tool.ComplianceChecks, path: Path) -> None:
+        events.append(path.name)
+        submit(self, path)
+
+    def counted_start(*args: Any, **kwargs: Any) -> tool.Ahead:
+        events.append("rcp")
+        return start(*args, **kwargs)
+
+    monkeypatch.setattr(tool.ComplianceChecks, "submit_system_desc", counted_submit_desc)
+    monkeypatch.setattr(tool.ComplianceChecks, "system_desc", counted_read_desc)
+    monkeypatch.setattr(tool.ComplianceChecks, "submit", counted_submit)
+    monkeypatch.setattr(tool, "rcp_ahead", counted_start)
+    report = verify_item(source, RULESET)
+    logs = [f"result_{n:04d}.txt" for n in range(10)]
+    assert events == ["system description", *logs, "rcp", "its answer read"]
+    assert report.system_facts.parsed and report.score is not None and report.verdict == "verified"
+
+
+def test_a_description_the_checker_rejects_is_judged_before_the_items_other_findings(make_tree) -> None:
+    """Its answer is read late, but its findings keep their place: the description's first, then the layout's and
+    the logs' (verify._judge_item_files)."""
+    source = _item(make_tree)
+    description = json.loads(source.system_json.read_text())
+    del description["framework"]
+    source.system_json.write_text(json.dumps(description))
+    report = verify_item(source, RULESET)
+    rejected = [n for n, f in enumerate(report.findings) if f.file == report.system_facts.file]
+    assert rejected and rejected == list(range(len(rejected)))  # at the head of the item's findings
+    # What the checker said (system_desc.judge_tool_verdict), not only what Podium read of the file.
+    assert [(f.checker, f.rule, f.message) for f in report.findings[:len(rejected)]] == [
+        ("system_desc", "framework", "Missing field framework")]
+    assert all(run.compliant for run in report.runs)  # the logs were checked as before
+
+
+def test_a_description_check_out_of_time_is_a_finding_first_and_the_logs_are_still_accounted_for(make_tree) -> None:
+    """A budget no check fits in: the description's check is stopped at its allowance (a timeout finding, the first),
+    and every log after it is reported as not checked, none lost (Pipeline: the calls after a stopped one)."""
+    source = _item(make_tree)
+    report = verify_item(source, RULESET, checker_budget_s=1e-6)
+    first = report.findings[0]
+    assert first.checker == "tool" and first.rule == "checker_timeout" and "system_desc_checker" in first.message
+    assert len(report.runs) == 10 and not any(run.compliant for run in report.runs)
+    assert report.score is None
