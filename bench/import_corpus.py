@@ -136,7 +136,7 @@ def profile(corpus: Path, out: Path) -> None:
         "  waiting for a checker child's answers": ("ingest/engine/tool.py", "_answer"),
         "  seed checker calls": ("ingest/engine/tool.py", "check_seeds"),
         "  RCP checker calls (parent: scipy import once)": ("ingest/engine/tool.py", "check_rcp"),
-        "  system description checker calls (a child's start)": ("ingest/engine/tool.py", "check_system_desc"),
+        "  the system description's answer (sent first)": ("ingest/engine/tool.py", "system_desc"),
         "  os.fork itself (one checker child per item)": ("~", "<built-in method posix.fork>"),
         "  waitpid (a child's exit)": ("~", "<built-in method posix.waitpid>"),
         "database writes (result_store)": ("ingest/services/results.py", "result_store"),

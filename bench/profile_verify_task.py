@@ -217,7 +217,7 @@ def _timed_steps(submissions: Any) -> dict[str, float]:
     spent: dict[str, float] = {}
     steps = [
         (submissions, "_claim"), (submissions, "extract_bundle"), (submissions, "_verify_items"),
-        (verify, "_check_logs"), (tool, "check_rcp"), (tool, "check_system_desc"), (verify, "parse_log"),
+        (verify, "_check_logs"), (tool, "check_rcp"), (verify, "_judge_item_files"), (verify, "parse_log"),
         (submissions, "run_logs_store"), (submissions, "implementations_pack"), (submissions, "check_submitter"),
         (submissions, "_store"), (submissions, "implementations_record"), (submissions, "result_store"),
         (submissions, "bundle_findings_store"), (submissions, "implementation_findings_store"),
