@@ -172,12 +172,11 @@ def test_the_rounds_reference_points_are_never_rewritten_under_a_check_started_a
     assert report.rcp_status == "fail" and [f for f in report.findings if f.checker == "later_rcp"]
 
 
-def test_every_log_and_the_rcp_check_are_handed_out_before_podium_parses_any(make_tree, monkeypatch) -> None:
-    """The checkers' children work while Podium parses: none waits for a parse to start (verify._check_logs)."""
-    source = _item(make_tree)
+def _hand_outs(monkeypatch) -> list[str]:
+    """What is handed to the checkers' children, in order, as it is: each log's copy by name, "rcp" for the RCP
+    check started ahead."""
     handed: list[str] = []
-    seen_at_parse: list[list[str]] = []
-    submit, start, parse = tool.ComplianceChecks.submit, tool.rcp_ahead, verify.parse_log
+    submit, start = tool.ComplianceChecks.submit, tool.rcp_ahead
 
     def counted_submit(self: tool.ComplianceChecks, path: Path) -> None:
         handed.append(path.name)
@@ -187,12 +186,22 @@ def test_every_log_and_the_rcp_check_are_handed_out_before_podium_parses_any(mak
         handed.append("rcp")
         return start(*args, **kwargs)
 
+    monkeypatch.setattr(tool.ComplianceChecks, "submit", counted_submit)
+    monkeypatch.setattr(tool, "rcp_ahead", counted_start)
+    return handed
+
+
+def test_every_log_and_the_rcp_check_are_handed_out_before_podium_parses_any(make_tree, monkeypatch) -> None:
+    """The checkers' children work while Podium parses: none waits for a parse to start (verify._check_logs)."""
+    source = _item(make_tree)
+    handed = _hand_outs(monkeypatch)
+    seen_at_parse: list[list[str]] = []
+    parse = verify.parse_log
+
     def watched_parse(data: bytes, name: str) -> Any:
         seen_at_parse.append(list(handed))
         return parse(data, name)
 
-    monkeypatch.setattr(tool.ComplianceChecks, "submit", counted_submit)
-    monkeypatch.setattr(tool, "rcp_ahead", counted_start)
     monkeypatch.setattr(verify, "parse_log", watched_parse)
     report = verify_item(source, RULESET)
     everything = [f"result_{n:04d}.txt" for n in range(10)] + ["rcp"]
@@ -243,10 +252,8 @@ def test_the_system_descriptions_check_goes_first_and_its_answer_is_read_once_ev
     """The child starts on the logs as soon as the description's check ends: it never idles while the parent reads
     that answer (verify._check_logs, `described`)."""
     source = _item(make_tree)
-    events: list[str] = []
-    submit_desc, read_desc, submit, start = (tool.ComplianceChecks.submit_system_desc,
-                                             tool.ComplianceChecks.system_desc, tool.ComplianceChecks.submit,
-                                             tool.rcp_ahead)
+    events = _hand_outs(monkeypatch)
+    submit_desc, read_desc = tool.ComplianceChecks.submit_system_desc, tool.ComplianceChecks.system_desc
 
     def counted_submit_desc(self: tool.ComplianceChecks, path: Path) -> None:
         events.append("system description")
@@ -256,18 +263,8 @@ def test_the_system_descriptions_check_goes_first_and_its_answer_is_read_once_ev
         events.append("its answer read")
         return read_desc(self)
 
-    def counted_submit(self: tool.ComplianceChecks, path: Path) -> None:
-        events.append(path.name)
-        submit(self, path)
-
-    def counted_start(*args: Any, **kwargs: Any) -> tool.Ahead:
-        events.append("rcp")
-        return start(*args, **kwargs)
-
     monkeypatch.setattr(tool.ComplianceChecks, "submit_system_desc", counted_submit_desc)
     monkeypatch.setattr(tool.ComplianceChecks, "system_desc", counted_read_desc)
-    monkeypatch.setattr(tool.ComplianceChecks, "submit", counted_submit)
-    monkeypatch.setattr(tool, "rcp_ahead", counted_start)
     report = verify_item(source, RULESET)
     logs = [f"result_{n:04d}.txt" for n in range(10)]
     assert events == ["system description", *logs, "rcp", "its answer read"]
