@@ -112,13 +112,15 @@ class _Raw(io.RawIOBase):
 def _member_copy(bundle: Any, wanted: str, stack: ExitStack, sha256: str) -> IO[bytes] | None:
     """The member `wanted` of a stored bundle copied into a spooled file (memory up to 1 MiB, then disk), if its
     bytes are the ones whose digest is `sha256`: the archive is read once, the page then reads lines from the
-    copy. None where no member is named so; LogMissing where the one named so holds other bytes."""
+    copy. None where no member is named so; LogMissing where those named so all hold other bytes."""
+    named = False
     with open_archive(bundle, upload_limits()) as archive:
         for header in archive.headers():
             if header.kind != FILE:
                 continue
             name = clean_name(header.raw_name)
             if name == wanted or name.endswith("/" + wanted):
+                named = True
                 # Closed with the caller's ExitStack, after the page has read it.
                 copy = stack.enter_context(tempfile.SpooledTemporaryFile(max_size=1 << 20))  # noqa: SIM115
                 digest = hashlib.sha256()
@@ -126,13 +128,14 @@ def _member_copy(bundle: Any, wanted: str, stack: ExitStack, sha256: str) -> IO[
                     while chunk := stream.read(_READ):
                         digest.update(chunk)
                         copy.write(chunk)
-                if digest.hexdigest() != sha256:
-                    # A bundle whose member was judged under another name, or two members answering to it: what
-                    # the page shows as the run's log is only ever the bytes that were judged.
-                    raise LogMissing("The file of this name in the submission's bundle is not the log that was "
-                                     "judged.")
-                copy.seek(0)
-                return copy
+                # What the page shows as the run's log is only ever the bytes that were judged (another member
+                # may answer to the same name under another top folder).
+                if digest.hexdigest() == sha256:
+                    copy.seek(0)
+                    return copy
+                copy.close()
+    if named:
+        raise LogMissing("The file of this name in the submission's bundle is not the log that was judged.")
     return None
 
 

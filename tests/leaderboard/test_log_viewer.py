@@ -174,14 +174,17 @@ def test_a_log_missing_everywhere_is_a_clear_404(client: Client) -> None:
     assert b"not stored in Podium" in response.content
 
 
-def _bundled_run(data: bytes, *, judged: bytes | None = None) -> Run:
+def _bundled_run(data: bytes, *, judged: bytes | None = None, before: bytes | None = None) -> Run:
     """A run of an upload whose log is not in the run-log store, only in its stored bundle (as `data`); the Run
-    names the bytes that were judged (`judged`, by default the same)."""
+    names the bytes that were judged (`judged`, by default the same). `before`: the bytes of another member
+    answering to the same name under another top folder, ahead of it in the archive."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        info = tarfile.TarInfo("org/results/sys/resnet/result_0.txt")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        members = [("decoy", before)] if before is not None else []
+        for top, content in [*members, ("org", data)]:
+            info = tarfile.TarInfo(f"{top}/results/sys/resnet/result_0.txt")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
     path = storage.scratch_dir() / "bundle.tar.gz"
     path.write_bytes(buffer.getvalue())
     sha = hashlib.sha256(buffer.getvalue()).hexdigest()
@@ -207,6 +210,13 @@ def test_a_bundle_member_that_is_not_the_judged_log_is_never_served(client: Clie
         content = response.content if suffix == "" else b"".join(getattr(response, "streaming_content", [b""]))
         assert b"not what was judged" not in content
     assert b"not the log that was judged" in client.get(f"/results/{run.result_id}/runs/0/").content
+
+
+def test_of_two_bundle_members_answering_to_the_runs_name_the_judged_one_is_served(client: Client) -> None:
+    run = _bundled_run(_log([MLLOG % ("run_start", "null"), "what was judged"]),
+                       before=_log([MLLOG % ("run_start", "null"), "a decoy"]))
+    page = _page(client, run)
+    assert "what was judged" in page and "a decoy" not in page
 
 
 @pytest.fixture
