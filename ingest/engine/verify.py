@@ -391,7 +391,8 @@ def verify_item(source: ItemSource, ruleset: str, *, scratch_root: Path | None =
     `meanwhile`: called once with each run's (file, sha256), as the report's runs will name them, as soon as
     the logs are read, while the checkers still work: what the caller does with them then (an upload's task
     packs the code its bundle ships) is off the way to the verdict. What it raises ends the verification.
-    `speculate`: called right after `meanwhile` with the report as it will be if every checker answer still
+    `speculate`: called the first time the parent would wait for a checker's answer, while at least
+    OFFER_AT_LEAST are still to come (_Speculation), with the report as it will be if every checker answer still
     awaited is clean (valid, no message: what real logs almost always get), while the checkers still work, where
     no check is left to run in its turn (the seed check went with the logs, the RCP check ahead answered
     already: it is judged as it will be); the caller may act on it ahead (an upload's task stores it,
