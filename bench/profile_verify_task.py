@@ -7,6 +7,9 @@ bench/upload_latency.py uploads.
 Prints the wall time of each task (the first includes what the worker would have preloaded), the garbage
 collector's pauses during them, this process's system time and minor page faults in them (what forking a checker
 child from it costs it afterwards; ingest.engine.forkserver) and the profile of the last ones.
+--timeline instead: when each step starts and ends, counted from the task's start (each time a step runs, its own
+line: the median over the tasks after the first), and the CPU time this process and its checker children spent
+until the verdict's commit: whose work the verdict waits for, and what runs beside it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import proc_cpu  # noqa: E402
 from bench.gc_pauses import GcPauses  # noqa: E402
 
 
@@ -44,6 +48,10 @@ def main() -> None:
     parser.add_argument("--spans", action="store_true",
                         help="no profiler: the wall time of each step of the task instead (median over the tasks "
                              "after the first)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="no profiler: when each step starts and ends, from the task's start, each time it runs "
+                             "(medians over the tasks after the first), and the CPU time spent until the verdict's "
+                             "commit by this process and by its checker children")
     parser.add_argument("--no-spare", action="store_true",
                         help="no spare checker child forked, nor spare scratch folders made, after each task (a "
                              "worker process keeps both)")
@@ -119,12 +127,14 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
     org, round_ = Organization.objects.get(slug="bench-submitter"), Round.objects.get(slug="bench-v4.0")
     made = upload_latency.bundles(args.repeat, tmp, item)
     profile = cProfile.Profile()
-    spans = _timed_steps(submissions) if args.spans else None
+    steps = _Steps(submissions) if args.spans or args.timeline else None
     times = []
+    # CPU time until the verdict's commit (--timeline): (this process, its kernel part, its checker children).
+    until_commit: list[tuple[float, float, float]] = []
     # This process's system time and minor page faults in each task (a page it shares with a child it forked is
     # copied when it writes it: a fault, on its time).
     kernel: list[tuple[float, int]] = []
-    per_step: dict[str, list[float]] = {}
+    per_step: dict[str, list[Any]] = {}  # seconds (--spans), or (start, end) (--timeline)
     from ingest.engine import verify
 
     ahead_bytes = verify._RcpAhead.MAX_BYTES
@@ -140,18 +150,22 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
         )
         used = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
-        profiled = bool(i) and spans is None and not args.ab_rcp_ahead
-        if spans is not None:
-            spans.clear()
+        profiled = bool(i) and steps is None and not args.ab_rcp_ahead
+        if steps is not None:
+            steps.clear()
         if profiled:
             profile.enable()
         with _queries_of(args.queries and i == len(made) - 1):
             state = submissions.submission_verify(submission_id=outcome.submission.pk)
         if profiled:
             profile.disable()
-        if spans is not None and i:
-            for name, seconds in spans.items():
+        if steps is not None and i:
+            for name, seconds in (steps.timeline() if args.timeline else steps.sums()).items():
                 per_step.setdefault(name, []).append(seconds)
+            if args.timeline and steps.committed is not None:
+                spent = proc_cpu.by_role(steps.tree_at_start, steps.committed, steps.role)
+                mine, theirs = spent.get("this process", proc_cpu.Spent()), spent.get("children", proc_cpu.Spent())
+                until_commit.append((mine.total_s, mine.system_s, theirs.total_s))
         times.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_SELF)
         kernel.append((after.ru_stime - used.ru_stime, after.ru_minflt - used.ru_minflt))
@@ -169,7 +183,22 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
         for mode, values in by_mode.items():
             print(f"  {mode:<24} median {statistics.median(values) * 1000:7.1f} ms over {len(values)} tasks")
         return
-    if spans is not None:
+    if args.timeline:
+        print(f"each step, each time it ran, from the task's start (ms; medians over tasks 2..{len(times)}, "
+              f"ordered by start; #n: its n-th run in a task):")
+        rows = sorted((statistics.median(v[0] for v in values), statistics.median(v[1] for v in values), name)
+                      for name, values in per_step.items())
+        for started, ended, name in rows:
+            print(f"  {name:<48} {started * 1000:7.1f} .. {ended * 1000:7.1f}")
+        print(f"  {'the whole task':<48} {0.0:7.1f} .. {statistics.median(times[1:]) * 1000:7.1f}")
+        if until_commit:
+            # /proc counts in clock ticks (10 ms): a mean over many tasks, not a median of ticks.
+            print("CPU time until the verdict's commit (ms, means over tasks 2.."
+                  f"{len(times)}): this process {statistics.mean(c[0] for c in until_commit) * 1000:.1f} (in the "
+                  f"kernel {statistics.mean(c[1] for c in until_commit) * 1000:.1f}), its checker children "
+                  f"{statistics.mean(c[2] for c in until_commit) * 1000:.1f}")
+        return
+    if steps is not None:
         print(f"median of each step over tasks 2..{len(times)} (ms; steps nest as listed):")
         for name, values in per_step.items():
             print(f"  {name:<40} {statistics.median(values) * 1000:8.1f}")
@@ -209,49 +238,91 @@ def _queries_of(wanted: bool) -> Any:
         print(f"  {before * 1000:6.2f} {spent * 1000:6.2f}  {sql[:90]}")
 
 
-def _timed_steps(submissions: Any) -> dict[str, float]:
-    """Wraps the task's steps (module attributes the task looks up when it runs) with wall-clock timers;
-    returns the dict they add their seconds to."""
-    from ingest.engine import tool, verify
+class _Steps:
+    """Wraps the task's steps (module attributes the task looks up when it runs) with wall-clock timers, each run
+    of a step recorded with its start and end from `clear()` (the task's start); and, at the verdict's commit (the
+    end of the store that commits it), a snapshot of this process's tree (bench.proc_cpu) for the CPU spent
+    until then."""
 
-    spent: dict[str, float] = {}
-    steps = [
-        (submissions, "_claim"), (submissions, "extract_bundle"), (submissions, "_verify_items"),
-        (verify, "_check_logs"), (tool, "check_rcp"), (verify, "_judge_item_files"), (verify, "parse_log"),
-        (submissions, "run_logs_store"), (submissions, "implementations_pack"), (submissions, "check_submitter"),
-        (submissions, "_store"), (submissions, "implementations_record"), (submissions, "result_store"),
-        (submissions, "bundle_findings_store"), (submissions, "implementation_findings_store"),
-        (submissions, "submission_finish"), (submissions, "_supersede_older"), (submissions, "submission_notify"),
-        (verify, "_check_seeds"), (verify, "_check_rcp"), (verify, "make_storable"), (verify, "_scratch_dirs"),
-        (tool, "rcp_ahead"),
-    ]
-    for module, name in steps:
-        if not hasattr(module, name):
-            continue
-        real = getattr(module, name)
-        label = f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
+    def __init__(self, submissions: Any) -> None:
+        from ingest.engine import tool, verify
 
-        def timed(*args: Any, _real: Any = real, _label: str = label, **kwargs: Any) -> Any:
+        self.runs: list[tuple[str, float, float]] = []
+        self.started = time.perf_counter()
+        self.tree_at_start: dict[int, proc_cpu.Proc] = {}
+        self.committed: dict[int, proc_cpu.Proc] | None = None
+        steps = [
+            (submissions, "_claim"), (submissions, "extract_bundle"), (submissions, "_verify_items"),
+            (verify, "_check_logs"), (tool, "check_rcp"), (verify, "_judge_item_files"), (verify, "parse_log"),
+            (submissions, "run_logs_store"), (submissions, "implementations_pack"), (submissions, "check_submitter"),
+            (submissions, "_store"), (submissions, "implementations_record"), (submissions, "result_store"),
+            (submissions, "bundle_findings_store"), (submissions, "implementation_findings_store"),
+            (submissions, "submission_finish"), (submissions, "_supersede_older"), (submissions, "submission_notify"),
+            (verify, "_check_seeds"), (verify, "_check_rcp"), (verify, "make_storable"), (verify, "_scratch_dirs"),
+            (tool, "rcp_ahead"), (verify, "_conclude"), (verify, "checker_input"), (submissions, "_stored"),
+            # Where the parent hands work to the checker child and reads its answers, and the verdict stored ahead.
+            (tool.ComplianceChecks, "submit"), (tool.ComplianceChecks, "submit_seeds"),
+            (tool.ComplianceChecks, "system_desc"), (tool.ComplianceChecks, "next"), (tool.ComplianceChecks, "seeds"),
+            (tool.Ahead, "peek"), (tool.Ahead, "result"), (verify._Speculation, "_offer"),
+            (submissions._VerdictAhead, "store"), (submissions._VerdictAhead, "settle"),
+        ]
+        for owner, name in steps:
+            if hasattr(owner, name):
+                self._wrap(owner, name, f"{getattr(owner, '__name__', '?').rsplit('.', 1)[-1]}.{name}")
+        signal = submissions.submission_finished
+        real_send = signal.send
+
+        def send(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
-                return _real(*args, **kwargs)
+                return real_send(*args, **kwargs)
             finally:
-                spent[_label] = spent.get(_label, 0.0) + time.perf_counter() - started
+                self.runs.append(("submission_finished receivers", started - self.started,
+                                  time.perf_counter() - self.started))
 
-        setattr(module, name, timed)
-    signal = submissions.submission_finished
-    real_send = signal.send
+        signal.send = send  # type: ignore[method-assign]
 
-    def send(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return real_send(*args, **kwargs)
-        finally:
-            spent["submission_finished receivers"] = spent.get("submission_finished receivers", 0.0) + (
-                time.perf_counter() - started)
+    def _wrap(self, owner: Any, name: str, label: str) -> None:
+        real = getattr(owner, name)
+        commits = name in ("_store", "settle")
 
-    signal.send = send  # type: ignore[method-assign]
-    return spent
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                self.runs.append((label, started - self.started, time.perf_counter() - self.started))
+                if commits:  # the later of the two that ran is the one that committed
+                    self.committed = proc_cpu.snapshot(os.getpid())
+
+        setattr(owner, name, timed)
+
+    def clear(self) -> None:
+        self.runs.clear()
+        self.committed = None
+        self.tree_at_start = proc_cpu.snapshot(os.getpid())
+        self.started = time.perf_counter()
+
+    def sums(self) -> dict[str, float]:
+        """Each step's seconds in all, in the order the steps ended."""
+        spent: dict[str, float] = {}
+        for label, started, ended in self.runs:
+            spent[label] = spent.get(label, 0.0) + ended - started
+        return spent
+
+    def timeline(self) -> dict[str, tuple[float, float]]:
+        """(start, end) of each run of each step: "label #n", n counting its runs in the task from 0."""
+        runs: dict[str, tuple[float, float]] = {}
+        seen: dict[str, int] = {}
+        for label, started, ended in sorted(self.runs, key=lambda run: run[1]):
+            n = seen.get(label, 0)
+            seen[label] = n + 1
+            runs[f"{label} #{n}"] = (started, ended)
+        return runs
+
+    @staticmethod
+    def role(proc: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
+        return "this process" if proc.pid == os.getpid() else "children"
 
 
 if __name__ == "__main__":

@@ -18,10 +18,13 @@ and the RCP means kept, ingest.engine.compiled_rules and rcp_memo, included: tog
 times faster, so they are in the reference too); the time of the library as shipped is printed beside.
 Prints the median, p95 and first latency, their ratio to that checker time (goal: median <= 2x), where
 the time goes (the upload request, the task in the worker from its INFO log line, the rest: queue,
-hand-off, noticing the verdict) and the throughput, with the load average.
+hand-off, noticing the verdict), the CPU time the sequential uploads cost each process of the path (bench.proc_cpu:
+on two cores they share the cores, so this says which to make cheaper), how fast the work folder's file system
+makes files and folders (every upload makes dozens) and the throughput, with the load average.
 
     .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
-        [--poll-ms 0] [--item ../shared/mlperf/training_results_v4.0/NVIDIA/results/eos_ngc23.04_pytorch/bert]
+        [--poll-ms 0] [--workdir DIR]
+        [--item ../shared/mlperf/training_results_v4.0/NVIDIA/results/eos_ngc23.04_pytorch/bert]
     (needs Redis: CELERY_BROKER_URL, default redis://127.0.0.1:6379/0)
 """
 
@@ -50,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import proc_cpu  # noqa: E402
 from ingest.cli.submit import POLL_FIRST_S, POLL_MAX_S, SERVER_WAIT_S, encode_multipart  # noqa: E402
 from ingest.demo import write_demo_tree  # noqa: E402
 from ingest.engine import tool  # noqa: E402
@@ -71,6 +75,22 @@ round_create(slug="bench-v4.0", name="Bench round", ruleset="4.0.0",
              submission_deadline=now + datetime.timedelta(days=1), publication_date=now + datetime.timedelta(days=9))
 print(api_token_issue(user=user, name="bench", scope="submit", days=1).secret)
 """
+
+
+def role(proc: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
+    """Which part of the path a process of the bench's tree is (bench.proc_cpu.by_role)."""
+    chain = [proc]  # the process, its parent, ... up to the bench, the tree's root
+    while chain[-1].ppid in tree:
+        chain.append(tree[chain[-1].ppid])
+    if len(chain) == 1:
+        return "the bench (its client; the reference passes taken out)"
+    top = chain[-2]  # the bench's child: the web server or the worker
+    if "gunicorn" in top.command:
+        return "web server"
+    if "celery" not in top.command:
+        return "other"
+    return {2: "Celery's main process", 3: "the task (worker pool process)"}.get(
+        len(chain), "checker children (and the fork server)")
 
 
 def free_port() -> int:
@@ -287,13 +307,16 @@ def main() -> None:
                         help="an item of a results tree to upload instead of the demo's (~100 lines a log): "
                              "<tree>/<org>/results/<system>/<benchmark>, e.g. a real MLPerf training round's "
                              "(the round is made with ruleset 4.0.0)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="where the bench's database, stored bundles and scratch folders go (default: the "
+                             "system's temporary folder); its file system's speed at making files is printed")
     parser.add_argument("--poll-ms", type=float, default=0.0,
                         help="0 (default): follow each upload as the command-line client does, the server waiting "
                              "for the state to move (?wait); otherwise poll the status every this many ms, each poll "
                              "a request the 2-core machine serves beside the worker")
     args = parser.parse_args()
     broker = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-    with tempfile.TemporaryDirectory(prefix="podium-bench-upload-") as tmp_name:
+    with tempfile.TemporaryDirectory(prefix="podium-bench-upload-", dir=args.workdir) as tmp_name:
         tmp = Path(tmp_name)
         port = free_port()
         env = {
@@ -350,6 +373,7 @@ def main() -> None:
             reference.once()
             beside: list[float] = []
             stamps: list[tuple[int, float, float]] = []  # (submission, the upload's start, the verdict's arrival)
+            cpu_before = proc_cpu.snapshot(os.getpid())
             for data in made[: args.sequential]:
                 start = time.perf_counter()
                 started_at = time.time()
@@ -362,7 +386,9 @@ def main() -> None:
                 # After the task's end (its receivers and e-mail run after the verdict is stored), not beside it.
                 until_tasks_ended(logs / "worker.log", len(latencies))
                 beside.append(reference.once())
+            cpu = proc_cpu.by_role(cpu_before, proc_cpu.snapshot(os.getpid()), role)
             reference.close()
+            new_file_ms, new_folder_ms = proc_cpu.new_files_ms(tmp)
             tasks = task_seconds(logs / "worker.log")[: args.sequential]
             steps = timeline(manage, env, stamps)
             results: dict[int, dict] = {}
@@ -429,6 +455,20 @@ def main() -> None:
         if steps:
             print("the path of an upload, from the submission's own times (medians, ms): "
                   + "; ".join(f"{name} {value * 1000:.1f}" for name, value in steps.items()))
+        if cpu:
+            bench_role = role(proc_cpu.Proc(os.getpid(), -1, "", 0, 0, 0, 0), {})
+            if bench_role in cpu:  # the reference passes ran in this process: CPU-bound, their wall time
+                cpu[bench_role].user_s = max(cpu[bench_role].user_s - sum(beside), 0.0)
+            count = len(latencies)
+            total = sum(spent.total_s for spent in cpu.values()) / count
+            # What each task does once its verdict is out (keeping the run logs, the e-mail, the next spare child
+            # and folders) is in it too: the bench waits for each task's end before the next upload.
+            print(f"CPU per upload (the sequential ones, their tasks' work after the verdict included; ms: all / "
+                  f"of it in the kernel): {total * 1000:.1f} = " + "; ".join(
+                      f"{name} {spent.total_s / count * 1000:.1f} / {spent.system_s / count * 1000:.1f}"
+                      for name, spent in sorted(cpu.items(), key=lambda kv: -kv[1].total_s)))
+        print(f"the work folder's file system ({tmp}): a new 8 KB file {new_file_ms:.3f} ms, a new folder "
+              f"{new_folder_ms:.3f} ms (medians of 20; a local disk's ext4 on a quiet machine: ~0.03)")
         print("load average (1, 5, 15 min) at the end: " + " ".join(f"{n:.2f}" for n in os.getloadavg()))
         print(f"concurrent uploads: {len(threads)} at once; all final after {wall:.2f} s; "
               f"throughput {len(threads) / wall:.2f} bundles/s ({log_count * len(threads) / wall:.1f} logs/s); "

@@ -1,0 +1,103 @@
+"""The benches' CPU accounting by role (bench.proc_cpu): every CPU second of the tree between two snapshots is
+counted once, under the role of the process that spent it, including processes born and reaped in between (a
+task's checker children, the fork server's middle processes), and a pid used again is a new process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import proc_cpu
+from bench.upload_latency import role as upload_role
+
+BENCH, WEB, WORKER, POOL, CHILD = 100, 200, 300, 310, 320
+
+
+def proc(pid: int, ppid: int, command: str, user: float = 0.0, system: float = 0.0, reaped_user: float = 0.0,
+         reaped_system: float = 0.0, started: int = 1) -> proc_cpu.Proc:
+    return proc_cpu.Proc(pid, ppid, command, user, system, reaped_user, reaped_system, started)
+
+
+def by_parent(p: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
+    """A role by who the parent is: the pool process's children are the checkers, whoever reaped them."""
+    return "checkers" if p.ppid == POOL else p.command
+
+
+def test_each_second_is_counted_once_under_the_role_that_spent_it() -> None:
+    before = {
+        BENCH: proc(BENCH, 1, "bench", user=5.0),
+        POOL: proc(POOL, BENCH, "pool", user=2.0, system=1.0, reaped_user=4.0),
+        CHILD: proc(CHILD, POOL, "child", user=0.5, system=0.25, started=7),  # alive now, reaped by the next one
+    }
+    after = {
+        BENCH: proc(BENCH, 1, "bench", user=5.5),
+        # Reaped since: CHILD (2.0 user and 0.5 system in its life), and one born and ended in between (1.0 user).
+        POOL: proc(POOL, BENCH, "pool", user=3.0, system=1.5, reaped_user=4.0 + 2.0 + 1.0, reaped_system=0.5),
+    }
+    spent = proc_cpu.by_role(before, after, by_parent)
+    assert spent["bench"].user_s == pytest.approx(0.5)
+    assert (spent["pool"].user_s, spent["pool"].system_s) == (pytest.approx(1.0), pytest.approx(0.5))
+    # What CHILD spent after the first snapshot (1.5 user, 0.25 system) and all the other one spent (1.0 user).
+    assert (spent["checkers"].user_s, spent["checkers"].system_s) == (pytest.approx(2.5), pytest.approx(0.25))
+
+
+def test_a_pid_used_again_is_a_new_process() -> None:
+    before = {BENCH: proc(BENCH, 1, "bench"), CHILD: proc(CHILD, BENCH, "old", user=9.0, started=5)}
+    after = {BENCH: proc(BENCH, 1, "bench", reaped_user=9.5), CHILD: proc(CHILD, BENCH, "new", user=0.5, started=8)}
+    spent = proc_cpu.by_role(before, after, lambda p, tree: "mine" if p.pid == BENCH else "theirs")
+    # The old one spent 0.5 more before it was reaped; the new one 0.5 in all.
+    assert spent["theirs"].user_s == pytest.approx(1.0)
+
+
+def test_the_upload_bench_names_each_part_of_the_path() -> None:
+    tree = {
+        BENCH: proc(BENCH, 1, "python bench/upload_latency.py"),
+        WEB: proc(WEB, BENCH, "python -m gunicorn config.wsgi:application"),
+        WEB + 1: proc(WEB + 1, WEB, "python -m gunicorn config.wsgi:application"),
+        WORKER: proc(WORKER, BENCH, "python -m celery -A config worker"),
+        POOL: proc(POOL, WORKER, "python -m celery -A config worker"),
+        CHILD: proc(CHILD, POOL, "python -m celery -A config worker"),
+        CHILD + 1: proc(CHILD + 1, CHILD, "python -m celery -A config worker"),
+    }
+    assert upload_role(tree[BENCH], tree).startswith("the bench")
+    assert upload_role(tree[WEB], tree) == upload_role(tree[WEB + 1], tree) == "web server"
+    assert upload_role(tree[WORKER], tree) == "Celery's main process"
+    assert upload_role(tree[POOL], tree) == "the task (worker pool process)"
+    assert upload_role(tree[CHILD], tree) == upload_role(tree[CHILD + 1], tree) == \
+        "checker children (and the fork server)"
+    # What a pool process reaped (proc_cpu.by_role asks for a child of it that is gone) is its children's.
+    assert upload_role(proc(-1, POOL, ""), tree) == "checker children (and the fork server)"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc is Linux's")
+def test_a_child_that_ended_is_counted_under_its_parent_s_children() -> None:
+    before = proc_cpu.snapshot(os.getpid())
+    assert before[os.getpid()].command
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", busy], check=True)  # run and reaped here
+    spent = proc_cpu.by_role(before, proc_cpu.snapshot(os.getpid()),
+                             lambda p, tree: "me" if p.pid == os.getpid() else "children")
+    assert spent["children"].total_s >= 0.3 - 2 / proc_cpu._TICK  # clock ticks round down
+
+
+def test_the_file_system_probe_leaves_nothing_behind(tmp_path: Path) -> None:
+    new_file_ms, new_folder_ms = proc_cpu.new_files_ms(tmp_path, count=3)
+    assert new_file_ms > 0 and new_folder_ms > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc is Linux's")
+def test_the_tree_read_down_from_its_root_is_the_tree_all_of_proc_shows() -> None:
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)]
+    try:
+        walked = proc_cpu.snapshot(os.getpid())
+        assert {s.pid for s in sleepers} <= walked.keys()
+        assert walked.keys() == proc_cpu._snapshot_scanning(os.getpid()).keys()
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
