@@ -127,7 +127,7 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
     org, round_ = Organization.objects.get(slug="bench-submitter"), Round.objects.get(slug="bench-v4.0")
     made = upload_latency.bundles(args.repeat, tmp, item)
     profile = cProfile.Profile()
-    steps = _Steps(submissions) if args.spans or args.timeline else None
+    steps = _Steps(submissions, cpu=args.timeline) if args.spans or args.timeline else None
     times = []
     # CPU time until the verdict's commit (--timeline): (this process, its kernel part, its checker children).
     until_commit: list[tuple[float, float, float]] = []
@@ -241,12 +241,13 @@ def _queries_of(wanted: bool) -> Any:
 class _Steps:
     """Wraps the task's steps (module attributes the task looks up when it runs) with wall-clock timers, each run
     of a step recorded with its start and end from `clear()` (the task's start); and, at the verdict's commit (the
-    end of the store that commits it), a snapshot of this process's tree (bench.proc_cpu) for the CPU spent
-    until then."""
+    end of the store that commits it), with `cpu`, a snapshot of this process's tree (bench.proc_cpu) for the CPU
+    spent until then."""
 
-    def __init__(self, submissions: Any) -> None:
+    def __init__(self, submissions: Any, *, cpu: bool = False) -> None:
         from ingest.engine import tool, verify
 
+        self.cpu = cpu
         self.runs: list[tuple[str, float, float]] = []
         self.started = time.perf_counter()
         self.tree_at_start: dict[int, proc_cpu.Proc] = {}
@@ -284,7 +285,7 @@ class _Steps:
 
     def _wrap(self, owner: Any, name: str, label: str) -> None:
         real = getattr(owner, name)
-        commits = name in ("_store", "settle")
+        commits = self.cpu and name in ("_store", "settle")
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
@@ -300,7 +301,7 @@ class _Steps:
     def clear(self) -> None:
         self.runs.clear()
         self.committed = None
-        self.tree_at_start = proc_cpu.snapshot(os.getpid())
+        self.tree_at_start = proc_cpu.snapshot(os.getpid()) if self.cpu else {}
         self.started = time.perf_counter()
 
     def sums(self) -> dict[str, float]:
