@@ -8,8 +8,9 @@ Prints the wall time of each task (the first includes what the worker would have
 collector's pauses during them, this process's system time and minor page faults in them (what forking a checker
 child from it costs it afterwards; ingest.engine.forkserver) and the profile of the last ones.
 --timeline instead: when each step starts and ends, counted from the task's start (each time a step runs, its own
-line: the median over the tasks after the first), and the CPU time this process and its checker children spent
-until the verdict's commit: whose work the verdict waits for, and what runs beside it.
+line: the median over the tasks after the first), when each checker child finished each call (its answer ready, not
+when the task read it), and the CPU time this process and its checker children spent until the verdict's commit:
+whose work the verdict waits for, and what runs beside it.
 """
 
 from __future__ import annotations
@@ -240,9 +241,10 @@ def _queries_of(wanted: bool) -> Any:
 
 class _Steps:
     """Wraps the task's steps (module attributes the task looks up when it runs) with wall-clock timers, each run
-    of a step recorded with its start and end from `clear()` (the task's start); and, at the verdict's commit (the
-    end of the store that commits it), with `cpu`, a snapshot of this process's tree (bench.proc_cpu) for the CPU
-    spent until then."""
+    of a step recorded with its start and end from `clear()` (the task's start); and, with `cpu`, at the verdict's
+    commit (the end of the store that commits it), a snapshot of this process's tree (bench.proc_cpu) for the CPU
+    spent until then, and the moment each checker child's answer was ready (the child's own end of the call, on the
+    same clock: whether the verdict waited for a child or for this process)."""
 
     def __init__(self, submissions: Any, *, cpu: bool = False) -> None:
         from ingest.engine import tool, verify
@@ -250,6 +252,8 @@ class _Steps:
         self.cpu = cpu
         self.runs: list[tuple[str, float, float]] = []
         self.started = time.perf_counter()
+        # The children stamp their answers with time.monotonic(); the steps are timed with perf_counter.
+        self.monotonic_offset = time.monotonic() - time.perf_counter()
         self.tree_at_start: dict[int, proc_cpu.Proc] = {}
         self.committed: dict[int, proc_cpu.Proc] | None = None
         steps = [
@@ -282,6 +286,24 @@ class _Steps:
                                   time.perf_counter() - self.started))
 
         signal.send = send  # type: ignore[method-assign]
+        if cpu:
+            self._stamp_answers(tool)
+
+    def _stamp_answers(self, tool: Any) -> None:
+        """Record when each answer read from a checker child was ready there (its end of the call), as a step of
+        no length: the RCP check started ahead's apart from the session's (the logs', the seeds', the system
+        description's)."""
+        real = tool._Session._answer
+
+        def answer(session: Any, deadline: float) -> Any:
+            got = real(session, deadline)
+            if got[0] is not None:
+                at = got[0][3] - self.monotonic_offset - self.started
+                ahead = session.kept is tool._KEPT_AHEAD
+                self.runs.append(("the RCP check ahead's answer ready" if ahead else "a checker answer ready", at, at))
+            return got
+
+        tool._Session._answer = answer
 
     def _wrap(self, owner: Any, name: str, label: str) -> None:
         real = getattr(owner, name)
