@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import proc_cpu  # noqa: E402
+from core import http  # noqa: E402
 from ingest.cli.archives import pack_folder  # noqa: E402
 from ingest.cli.submit import POLL_FIRST_S, POLL_MAX_S, SERVER_WAIT_S, encode_multipart  # noqa: E402
 from ingest.demo import write_demo_tree  # noqa: E402
@@ -212,25 +213,35 @@ def bundles(count: int, workdir: Path, item: Path | None = None) -> list[bytes]:
 
 
 class Api:
+    """The requests the command-line client sends, through its opener (core.http: one connection kept per
+    thread, as the client's). Each upload opens a new one, as each run of the client does."""
+
     def __init__(self, base: str, token: str) -> None:
         self.base = base
         self.headers = {"Authorization": f"Token {token}", "Accept": "application/json"}
+        self.opener = http.opener()
+
+    def _send(self, request: urllib.request.Request) -> http.Reply:
+        reply = self.opener.fetch(request, 60)
+        if reply.status >= 400:
+            raise RuntimeError(f"{request.get_method()} {request.full_url}: {reply.status} {reply.detail()}")
+        return reply
 
     def upload(self, data: bytes) -> dict:
         body, content_type = encode_multipart({"round": "bench-v4.0"}, "bundle", "bundle.tar.gz",
                                               "application/gzip", data)
         request = urllib.request.Request(f"{self.base}/api/v1/submissions/", data=body, method="POST",
                                          headers={**self.headers, "Content-Type": content_type})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read())
+        self.opener.close()
+        return json.loads(self._send(request).body)
 
     def status(self, submission_id: int, wait_s: float = 0) -> tuple[dict, bool]:
         """The status and whether the server waited for it to move (?wait, as the CLI asks)."""
         query = f"?wait={wait_s:g}" if wait_s else ""
         request = urllib.request.Request(f"{self.base}/api/v1/submissions/{submission_id}/{query}",
                                          headers=self.headers)
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read()), response.headers.get("Podium-Waited") == "true"
+        reply = self._send(request)
+        return json.loads(reply.body), reply.headers.get("Podium-Waited") == "true"
 
     def until_final(self, submission_id: int, timeout: float = 300, poll_s: float = 0.01) -> dict:
         """poll_s 0: follow the status as the command-line client does, the server waiting for each change

@@ -1,5 +1,5 @@
 """HTTP for Podium's own clients (the `podium submit` CLI and the runner agent): one try, and retrying
-what may pass with exponential backoff.
+what may pass with exponential backoff, over a connection kept open from one request to the next (`Opener`).
 
 Standard library only, and nothing else from Podium: the runner agent runs on hosts without Django.
 What may pass: no connection (the server restarting), a dropped connection, a 5xx, and a 429 after
@@ -13,6 +13,7 @@ import email.utils
 import http.client
 import json
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 
 class TLSFailure(Exception):
@@ -78,9 +79,121 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def opener() -> urllib.request.OpenerDirector:
-    """An opener that follows no redirect (3xx replies come back as answers)."""
-    return urllib.request.build_opener(_NoRedirects)
+# How long a kept connection may have idled and still carry the next request: under the keep-alive time of the
+# servers Podium runs behind (gunicorn 2 s, nginx 75 s), so that it is not one the server is closing just then.
+KEEP_IDLE_S = 1.0
+# The errors of a kept connection that the server closed while it idled, met when it carries the next request.
+_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+_USER_AGENT = urllib.request.OpenerDirector().addheaders[0][1]  # what urllib says: "Python-urllib/3.x"
+
+
+class _Kept:
+    """A thread's open connection, to whom, and when it last answered (0: never yet)."""
+
+    def __init__(self, to: tuple[str, str], connection: http.client.HTTPConnection) -> None:
+        self.to = to
+        self.connection = connection
+        self.answered_at = 0.0
+
+    def __del__(self) -> None:
+        # A thread's kept connection goes when the thread ends (threading.local drops it): closed, not left to
+        # the garbage collector's warning about an unclosed socket.
+        self.connection.close()
+
+
+class Opener:
+    """Sends a client's requests over a connection kept open between them (HTTP/1.1 keep-alive), one per thread:
+    the status request that follows an upload, and each one after it, reuses the connection instead of opening a
+    new one, which over TLS is a handshake each (a round trip or two to the server, and its CPU on both sides).
+
+    A connection is used again only within KEEP_IDLE_S of its last answer; one the server closed meanwhile
+    anyway is replaced and the request sent once more on a new one (every request of Podium's clients may be
+    sent twice: an upload's bytes name their submission, and the agent API's requests are idempotent). No
+    redirect is followed: a 3xx comes back as the answer (urllib would follow one carrying the token to whatever
+    host it names, and turn a POST into a GET without its body). Where a proxy is set for the URL
+    (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, as urllib reads them) the request goes through urllib, a connection
+    each, as before."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._urllib = urllib.request.build_opener(_NoRedirects)
+
+    def fetch(self, request: urllib.request.Request, timeout: float) -> Reply:
+        """The server's answer to `request`, whatever its status; OSError or http.client.HTTPException where
+        there is none (a URLError, with its reason, through a proxy)."""
+        url = urlsplit(request.full_url)
+        if _proxied(url):
+            return self._through_urllib(request, timeout)
+        # Named on the wire as urllib names them (it stores "Content-type", and sends it title-cased).
+        headers = {"User-Agent": _USER_AGENT, **{name.title(): value for name, value in request.header_items()}}
+        if request.data is not None and not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = "application/x-www-form-urlencoded"  # as urllib sends such a body
+        body = request.data
+        path = request.selector or "/"
+        kept = self._kept_for(url, timeout)
+        try:
+            return self._exchange(kept, request.get_method(), path, body, headers)
+        except _CLOSED:
+            if kept.answered_at == 0.0:
+                raise  # a new connection: the server itself failed the request
+        # The server closed the kept connection while it idled: once more, on a new one.
+        return self._exchange(self._kept_for(url, timeout), request.get_method(), path, body, headers)
+
+    def close(self) -> None:
+        """Close this thread's kept connection, if any."""
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        self._local.kept = None
+        if kept is not None:
+            kept.connection.close()
+
+    def _kept_for(self, url: SplitResult, timeout: float) -> _Kept:
+        to = (url.scheme, url.netloc)
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        if kept is not None and (kept.to != to or kept.connection.sock is None
+                                 or time.monotonic() - kept.answered_at > KEEP_IDLE_S):
+            self.close()
+            kept = None
+        if kept is None:
+            if url.scheme == "https":  # with urllib's default context: the system's certificates, verified
+                connection: http.client.HTTPConnection = http.client.HTTPSConnection(url.netloc, timeout=timeout)
+            else:
+                connection = http.client.HTTPConnection(url.netloc, timeout=timeout)
+            kept = self._local.kept = _Kept(to, connection)
+        else:
+            kept.connection.timeout = timeout
+            kept.connection.sock.settimeout(timeout)
+        return kept
+
+    def _exchange(self, kept: _Kept, method: str, path: str, body: Any, headers: dict[str, str]) -> Reply:
+        try:
+            kept.connection.request(method, path, body=body, headers=headers)
+            response = kept.connection.getresponse()
+            reply = Reply(response.status, response.headers, response.read())
+        except BaseException:
+            self.close()  # in an unknown state: the next request opens a new one
+            raise
+        if response.will_close:
+            self.close()
+        else:
+            kept.answered_at = time.monotonic()
+        return reply
+
+    def _through_urllib(self, request: urllib.request.Request, timeout: float) -> Reply:
+        try:
+            with self._urllib.open(request, timeout=timeout) as response:
+                return Reply(response.status, response.headers, response.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return Reply(exc.code, exc.headers, exc.read())
+
+
+def _proxied(url: SplitResult) -> bool:
+    return url.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(url.hostname or "")
+
+
+def opener() -> Opener:
+    """A client's opener (see Opener)."""
+    return Opener()
 
 
 def server_base(server: str) -> str:
@@ -91,15 +204,10 @@ def server_base(server: str) -> str:
     return server.rstrip("/")
 
 
-def send_once(opener: urllib.request.OpenerDirector, request: urllib.request.Request, *, timeout: float,
-              server: str) -> Outcome:
+def send_once(opener: Opener, request: urllib.request.Request, *, timeout: float, server: str) -> Outcome:
     """One try of `request`; `server` names the host in messages. Raises TLSFailure."""
     try:
-        with opener.open(request, timeout=timeout) as response:
-            reply = Reply(response.status, response.headers, response.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            reply = Reply(exc.code, exc.headers, exc.read())
+        reply = opener.fetch(request, timeout)
     except (OSError, http.client.HTTPException) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         if isinstance(reason, ssl.SSLError):
