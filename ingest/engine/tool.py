@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import gc
 import hashlib
 import io
@@ -998,11 +997,7 @@ compiled_rules.install(mlp_compliance)
 rule_paths.install(mlp_compliance, extra=(EXTENSIONS_FOLDER,))
 
 
-@functools.cache
 def tool_version() -> str:
-    """The version of the checkers this process runs: read once (importlib.metadata looks through every
-    installed distribution on each call, ~0.4 ms of every item's verification), and the code loaded then is the
-    code that runs, even if the package is replaced on disk meanwhile."""
     return metadata.version("mlperf-logging")
 
 
