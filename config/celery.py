@@ -62,10 +62,12 @@ def _spare_checker_child(**kwargs: object) -> None:
     from core.warmup import heap_freeze
     from ingest import scratch
     from ingest.engine import tool
+    from ingest.services import submissions
 
     # And its first verification's scratch folders, made ahead likewise (ingest.scratch).
     scratch.enable()
     scratch.prepare()
+    submissions.worker_warm()  # and what its first task would meet for the first time
     heap_freeze(collect=False)  # what the pool set up since the main process froze its heap (no walk: shared pages)
     tool.enable_spares()
     tool.prepare_spare()

@@ -1,4 +1,5 @@
-"""A made-up item for a spare checker child to check while nobody waits (ingest.engine.tool._warm_up).
+"""A made-up item for a spare checker child to check while nobody waits (ingest.engine.tool._warm_up), and for a
+verification worker's process to read when it starts (read_here).
 
 Why: a child forked for a verification shares its pages with the process it was forked from, and the first
 time the checkers run in it, every page they touch (the checkers' code, the parsed rule files, the compiled
@@ -57,10 +58,29 @@ def log_text(benchmark: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def system_bytes() -> bytes:
+    return json.dumps(_SYSTEM).encode()
+
+
 def write(folder: Path, benchmark: str | None) -> tuple[Path, Path]:
     """The sample's system description and log, written into `folder`: (system, log)."""
     system = folder / "warm_up.json"
-    system.write_text(json.dumps(_SYSTEM), encoding="utf-8")
+    system.write_bytes(system_bytes())
     log = folder / "result_0.txt"
     log.write_text(log_text(benchmark), encoding="utf-8")
     return system, log
+
+
+def read_here(ruleset: str, benchmark: str | None) -> None:
+    """Podium's own reading of the sample in this process: its log parsed and cut to what the checker reads, and
+    its system description read, for `ruleset` and `benchmark` (ingest.engine.tool.newest_target, what the spare
+    children warm up for). A verification worker's process does this when it starts
+    (ingest.services.submissions.worker_warm), while nobody waits: its first task otherwise ran this code for the
+    first time since the fork. No checker runs here: they run in the checker children."""
+    from ingest.engine.logparse import checker_input, parse_log
+    from ingest.engine.system_desc import read_system_desc
+
+    data = log_text(benchmark).encode()
+    parse_log(data, f"{_ORG}/results/warm-up/{benchmark}/result_0.txt")
+    checker_input(data)
+    read_system_desc(system_bytes(), f"{_ORG}/systems/warm_up.json", ruleset)

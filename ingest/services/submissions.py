@@ -33,13 +33,14 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import audit_batch, audit_record
 from catalog.models import Round
+from core import wake
 from core.broker import hand_off
 from core.errors import BadRequest
 from ingest import handoff, storage, waiting
 from ingest import scratch as task_scratch
 from ingest.bundles import BundleRejected, Limits, LooseFile, extract_bundle, pack_loose_files
 from ingest.bundles.layout import find_submitter_folder
-from ingest.engine import tool
+from ingest.engine import tool, warm_sample
 from ingest.engine.findings import ERROR
 from ingest.engine.findings import Finding as EngineFinding
 from ingest.engine.tree import ItemSource, items_of
@@ -413,6 +414,26 @@ MIN_CHECKER_BUDGET_S = 0.25
 
 # Faults of the platform, retried with backoff: the database went away, a disk or the bundle store failed.
 PLATFORM_FAULTS = (OperationalError, InterfaceError, OSError, storage.StorageError)
+
+
+def worker_warm() -> None:
+    """What a verification worker's process met for the first time in its first task, met when it starts, while
+    nobody waits (config/celery.py, in each pool process after the fork): its database connection, the claim's
+    statements (for an id no submission has: they claim nothing, and write nothing), the bell's connection and
+    Podium's own reading of a made-up item (ingest.engine.warm_sample). A fresh pool process's first claim took
+    22-25 ms against ~3 ms for the next ones; after this, 10-13 ms (bench/upload_latency.py, marks in the claim).
+    Never raises: what fails now (a database or a Redis that is down) the first task meets as any task does,
+    and a pool process must start whatever happens here."""
+    try:
+        _claim(0)
+    except Exception:
+        log.info("the worker's database warm-up failed; its first task connects", exc_info=True)
+    wake.connect()
+    try:
+        warm_sample.read_here(*tool.newest_target())
+        tool.tool_version()
+    except Exception:
+        log.warning("the worker's warm-up of the engine failed; its first task runs that code first", exc_info=True)
 
 
 def submission_verify(*, submission_id: int) -> str:

@@ -260,6 +260,17 @@ def test_a_ring_wakes_a_listener_in_another_thread(bell) -> None:
 
 
 @pytest.mark.services
+def test_connect_makes_the_connection_that_the_first_ring_uses(bell) -> None:
+    """A worker connects when it starts (submissions.worker_warm): its first verdict's ring does not."""
+    wake._clients.clear()
+    wake.connect()
+    client = wake._client()
+    assert client is not None and len(client.connection_pool._available_connections) == 1
+    wake.ring("test:connect")
+    assert client.connection_pool._created_connections == 1
+
+
+@pytest.mark.services
 def test_the_commit_that_moves_a_submission_rings_after_it_and_never_before(bell, people, queued,
                                                                             django_capture_on_commit_callbacks,
                                                                             monkeypatch) -> None:
