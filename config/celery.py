@@ -47,10 +47,33 @@ def _preload_checkers(**kwargs: object) -> None:
     from core.warmup import heap_freeze, url_reversing_warm
 
     url_reversing_warm()
+    # And the release digest (core.release: ~10 ms of reading Podium's source files), which the hand-over's
+    # folder name holds (ingest.handoff): each child computed it in its first task, on the first upload's way.
+    from core.release import release
+
+    release()
+    _connect_first_task_warm()
     # Last: all of the above lives as long as the worker. Frozen before the fork, it is out of every pool
     # process's full collections (100-150 ms each, in the middle of a task, when it was not) and its pages
     # stay shared between them.
     heap_freeze(collect=True)
+
+
+def _connect_first_task_warm() -> None:
+    """Connect _first_task_warm to worker_process_init now, from the worker's worker_init, not at import: Celery's
+    Django fixup closes every database connection of a new pool process in a worker_process_init receiver of its
+    own, which it connects in its worker_init receiver, and that runs before ours (the fixup is installed when
+    the app is made). Connected at import, ours ran first, the fixup then closed the connection it had opened,
+    and the first task opened another (a profile of the first upload's task)."""
+    worker_process_init.connect(_first_task_warm, dispatch_uid="podium-first-task-warm")
+
+
+def _first_task_warm(**kwargs: object) -> None:
+    """What each pool process's first task would meet for the first time, met when the process starts
+    (submissions.worker_warm): its database connection among them, the one its tasks then use."""
+    from ingest.services import submissions
+
+    submissions.worker_warm()
 
 
 @worker_process_init.connect
@@ -62,12 +85,10 @@ def _spare_checker_child(**kwargs: object) -> None:
     from core.warmup import heap_freeze
     from ingest import scratch
     from ingest.engine import tool
-    from ingest.services import submissions
 
     # And its first verification's scratch folders, made ahead likewise (ingest.scratch).
     scratch.enable()
     scratch.prepare()
-    submissions.worker_warm()  # and what its first task would meet for the first time
     heap_freeze(collect=False)  # what the pool set up since the main process froze its heap (no walk: shared pages)
     tool.enable_spares()
     tool.prepare_spare()

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 PROBE = """
@@ -21,7 +23,13 @@ slow = ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker", "mlperf_logging
 before = [name for name in slow if name in sys.modules]
 from catalog.catalog_data import rule_changes
 changes_before = rule_changes.cache_info().currsize
-hook(sender=None)
+from core.release import release
+from celery.signals import worker_process_init
+# Sent as the worker sends it: Celery's Django fixup's receiver first (it connects the worker_process_init receiver
+# that closes a new pool process's database connections), then ours.
+worker_init.send(sender=None)
+after_init = [getattr(receiver(), "__name__", "") for _, receiver in worker_process_init.receivers]
+released = release.cache_info().currsize
 changes_after = rule_changes.cache_info().currsize
 after = [name for name in slow if name in sys.modules]
 from ingest.engine import tool
@@ -42,14 +50,19 @@ rcp_checker.RCP_Checker("training", "4.0.0", "bert", verbose=False)
 rcp_checker.RCP_Checker("training", "1.0.0", "resnet", verbose=False)
 print(json.dumps({"before": before, "after": after, "rules": rules, "parsed_later": len(tool._RULE_CACHE.fresh()),
                   "rule_changes": [changes_before, changes_after], "means": means,
-                  "means_later": rcp_memo.computed() - means[1]}))
+                  "means_later": rcp_memo.computed() - means[1], "process_init": after_init, "released": released}))
 """
 
 
-def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks() -> None:
+@pytest.fixture(scope="module")
+def probed() -> dict:
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks(probed: dict) -> None:
+    loaded = probed
     assert "scipy.stats" not in loaded["before"]  # importing the app alone stays cheap (beat, the web process)
     for name in ("scipy.stats", "mlperf_logging.rcp_checker.rcp_checker",
                  "mlperf_logging.compliance_checker.mlp_compliance"):
@@ -59,3 +72,12 @@ def test_the_worker_init_hook_loads_the_checkers_before_the_pool_forks() -> None
     assert loaded["rule_changes"] == [0, 1]
     kept, computed = loaded["means"]
     assert kept > 200 and computed == kept and loaded["means_later"] == 0
+    # The release digest, which a hand-over's folder name holds, computed once before the fork (~10 ms of a
+    # first task otherwise).
+    assert loaded["released"] == 1
+
+
+def test_each_pool_process_warms_up_after_celerys_fixup_closed_its_connections(probed: dict) -> None:
+    # Otherwise the fixup closes the connection the warm-up opened, and the first task opens another.
+    order = probed["process_init"]
+    assert order.index("on_worker_process_init") < order.index("_first_task_warm")
