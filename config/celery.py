@@ -52,25 +52,21 @@ def _preload_checkers(**kwargs: object) -> None:
     from core.release import release
 
     release()
-    _connect_first_task_warm()
+    # Connected here, not at import: Celery's Django fixup closes every database connection of a new pool process
+    # in a worker_process_init receiver of its own, which it connects from its worker_init receiver, which runs
+    # before this one (the fixup is installed when the app is made). Connected at import, the warm-up ran first,
+    # the fixup then closed the connection it had opened, and the first task opened another.
+    worker_process_init.connect(_first_task_warm, dispatch_uid="podium-first-task-warm")
     # Last: all of the above lives as long as the worker. Frozen before the fork, it is out of every pool
     # process's full collections (100-150 ms each, in the middle of a task, when it was not) and its pages
     # stay shared between them.
     heap_freeze(collect=True)
 
 
-def _connect_first_task_warm() -> None:
-    """Connect _first_task_warm to worker_process_init now, from the worker's worker_init, not at import: Celery's
-    Django fixup closes every database connection of a new pool process in a worker_process_init receiver of its
-    own, which it connects in its worker_init receiver, and that runs before ours (the fixup is installed when
-    the app is made). Connected at import, ours ran first, the fixup then closed the connection it had opened,
-    and the first task opened another (a profile of the first upload's task)."""
-    worker_process_init.connect(_first_task_warm, dispatch_uid="podium-first-task-warm")
-
-
 def _first_task_warm(**kwargs: object) -> None:
     """What each pool process's first task would meet for the first time, met when the process starts
-    (submissions.worker_warm): its database connection among them, the one its tasks then use."""
+    (submissions.worker_warm): its database connection among them, the one its tasks then use (connected to
+    worker_process_init by _preload_checkers, after Celery's fixup closed the process's connections)."""
     from ingest.services import submissions
 
     submissions.worker_warm()
