@@ -187,9 +187,7 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
     if args.timeline:
         print(f"each step, each time it ran, from the task's start (ms; medians over tasks 2..{len(times)}, "
               f"ordered by start; #n: its n-th run in a task):")
-        rows = sorted((statistics.median(v[0] for v in values), statistics.median(v[1] for v in values), name)
-                      for name, values in per_step.items())
-        for started, ended, name in rows:
+        for started, ended, name in median_timeline(per_step):
             print(f"  {name:<48} {started * 1000:7.1f} .. {ended * 1000:7.1f}")
         print(f"  {'the whole task':<48} {0.0:7.1f} .. {statistics.median(times[1:]) * 1000:7.1f}")
         if until_commit:
@@ -239,6 +237,29 @@ def _queries_of(wanted: bool) -> Any:
         print(f"  {before * 1000:6.2f} {spent * 1000:6.2f}  {sql[:90]}")
 
 
+def median_timeline(per_step: dict[str, list[tuple[float, float]]]) -> list[tuple[float, float, str]]:
+    """(median start, median end, name) of each step, from each task's (start, end) of it, ordered by start."""
+    return sorted((statistics.median(v[0] for v in values), statistics.median(v[1] for v in values), name)
+                  for name, values in per_step.items())
+
+
+# The first thing after the verdict's commit, whichever way it was stored (_store, or the verdict stored ahead
+# settled): its start is the commit's end.
+COMMITTED = "submissions._stored #0"
+ANSWER = "a checker answer ready"
+
+
+def last_answer_and_commit(timeline: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """(when the last checker answer of the task was ready, when its verdict was committed), from one task's
+    `_Steps.timeline()` (made with the answers stamped); None where either is missing (no answer read: a cached
+    verdict, a refusal before any check; no commit: the task gave the submission up)."""
+    answers = [ended for name, (_, ended) in timeline.items() if name.startswith(ANSWER)]
+    committed = timeline.get(COMMITTED)
+    if not answers or committed is None:
+        return None
+    return max(answers), committed[0]
+
+
 class _Steps:
     """Wraps the task's steps (module attributes the task looks up when it runs) with wall-clock timers, each run
     of a step recorded with its start and end from `clear()` (the task's start); and, with `cpu`, at the verdict's
@@ -246,7 +267,7 @@ class _Steps:
     spent until then, and the moment each checker child's answer was ready (the child's own end of the call, on the
     same clock: whether the verdict waited for a child or for this process)."""
 
-    def __init__(self, submissions: Any, *, cpu: bool = False) -> None:
+    def __init__(self, submissions: Any, *, cpu: bool = False, answers: bool | None = None) -> None:
         from ingest.engine import tool, verify
 
         self.cpu = cpu
@@ -286,7 +307,7 @@ class _Steps:
                                   time.perf_counter() - self.started))
 
         signal.send = send  # type: ignore[method-assign]
-        if cpu:
+        if cpu if answers is None else answers:
             self._stamp_answers(tool)
 
     def _stamp_answers(self, tool: Any) -> None:

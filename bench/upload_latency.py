@@ -18,12 +18,13 @@ and the RCP means kept, ingest.engine.compiled_rules and rcp_memo, included: tog
 times faster, so they are in the reference too); the time of the library as shipped is printed beside.
 Prints the median, p95 and first latency, their ratio to that checker time (goal: median <= 2x), where
 the time goes (the upload request, the task in the worker from its INFO log line, the rest: queue,
-hand-off, noticing the verdict), the CPU time the sequential uploads cost each process of the path (bench.proc_cpu:
+hand-off, noticing the verdict; with --steps, each step of the task inside the worker, bench/worker_steps.py), the
+CPU time the sequential uploads cost each process of the path (bench.proc_cpu:
 on two cores they share the cores, so this says which to make cheaper), how fast the work folder's file system
 makes files and folders (every upload makes dozens) and the throughput, with the load average.
 
     .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
-        [--poll-ms 0] [--workdir DIR]
+        [--poll-ms 0] [--workdir DIR] [--steps]
         [--item ../shared/mlperf/training_results_v4.0/NVIDIA/results/eos_ngc23.04_pytorch/bert]
     (needs Redis: CELERY_BROKER_URL, default redis://127.0.0.1:6379/0)
 """
@@ -292,6 +293,33 @@ def timeline(manage: list[str], env: dict[str, str], stamps: list[tuple[int, flo
     return {name: statistics.median(values) for name, values in parts.items() if values}
 
 
+def print_worker_steps(path: Path, submissions: list[int]) -> None:
+    """The median timeline of these submissions' tasks, as bench/worker_steps.py recorded them in the worker, and
+    how long the verdict's commit came after the last checker answer (0 or less: the task's own process was done
+    first, the verdict waited for a checker child)."""
+    from bench.profile_verify_task import last_answer_and_commit, median_timeline
+
+    wanted = set(submissions)
+    timelines = [record["timeline"] for record in map(json.loads, path.read_text().splitlines())
+                 if record["submission"] in wanted] if path.exists() else []
+    if not timelines:
+        print("steps in the worker: none recorded")
+        return
+    per_step: dict[str, list[tuple[float, float]]] = {}
+    for timeline in timelines:
+        for name, (started, ended) in timeline.items():
+            per_step.setdefault(name, []).append((started, ended))
+    print(f"each step of the task in the worker, from the task's start (ms; medians over {len(timelines)} "
+          "sequential uploads after the first; a step's median over the tasks it ran in):")
+    for started, ended, name in median_timeline(per_step):
+        print(f"  {name:<48} {started * 1000:7.1f} .. {ended * 1000:7.1f}")
+    pairs = [found for found in map(last_answer_and_commit, timelines) if found is not None]
+    if pairs:
+        after = [committed - answered for answered, committed in pairs]
+        print(f"the verdict's commit after the last checker answer: median {statistics.median(after) * 1000:.1f} ms "
+              f"(the task's own process finished last in {sum(1 for a in after if a > 0)} of {len(after)} tasks)")
+
+
 def until_tasks_ended(worker_log: Path, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len(task_seconds(worker_log)) < count:
@@ -320,6 +348,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the bench's database, stored bundles and scratch folders go (default: the "
                              "system's temporary folder); its file system's speed at making files is printed")
+    parser.add_argument("--steps", action="store_true",
+                        help="time the steps of each task inside the worker (bench/worker_steps.py) and print the "
+                             "median timeline of the sequential uploads' tasks after the first: what the verdict "
+                             "waits for with the web server and the client beside it (a few microseconds a step "
+                             "more)")
     parser.add_argument("--poll-ms", type=float, default=0.0,
                         help="0 (default): follow each upload as the command-line client does, the server waiting "
                              "for the state to move (?wait); otherwise poll the status every this many ms, each poll "
@@ -339,6 +372,7 @@ def main() -> None:
             "PODIUM_THROTTLE_UPLOADS": "100000/hour",
             "PODIUM_THROTTLE_USER": "100000/minute",
             "ALLOWED_HOSTS": "127.0.0.1",
+            **({"PODIUM_BENCH_STEPS": str(tmp / "steps.jsonl")} if args.steps else {}),
         }
         manage = [sys.executable, str(ROOT / "manage.py")]
         if args.database_url:
@@ -362,7 +396,8 @@ def main() -> None:
              "--workers", "2", "--threads", "4", "--timeout", "120"],
             env=env, cwd=ROOT, stdout=(logs / "web.log").open("wb"), stderr=subprocess.STDOUT)
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork",
+            [sys.executable, "-m", "celery", "-A", "bench.worker_steps" if args.steps else "config", "worker",
+             "--pool=prefork",
              f"--concurrency={args.worker_concurrency}", "--without-gossip", "--without-mingle",
              "--loglevel=INFO"],
             env=env, cwd=ROOT, stdout=(logs / "worker.log").open("wb"), stderr=subprocess.STDOUT)
@@ -479,6 +514,8 @@ def main() -> None:
                       for name, spent in sorted(cpu.items(), key=lambda kv: -kv[1].total_s)))
         print(f"the work folder's file system ({tmp}): a new 8 KB file {new_file_ms:.3f} ms, a new folder "
               f"{new_folder_ms:.3f} ms (medians of 20; a local disk's ext4 on a quiet machine: ~0.03)")
+        if args.steps:
+            print_worker_steps(tmp / "steps.jsonl", [pk for pk, _, _ in stamps[1:]])
         print("load average (1, 5, 15 min) at the end: " + " ".join(f"{n:.2f}" for n in os.getloadavg()))
         print(f"concurrent uploads: {len(threads)} at once; all final after {wall:.2f} s; "
               f"throughput {len(threads) / wall:.2f} bundles/s ({log_count * len(threads) / wall:.1f} logs/s); "
