@@ -1301,7 +1301,10 @@ def _guard(report: ItemReport, *, fix: bool) -> list[str]:
                 setattr(owner, name, high if clamp else None)
 
     def json_field(run: RunReport, name: str) -> None:
-        cleaned, anomalies = jsonscan.clean(getattr(run, name))
+        value = getattr(run, name)
+        if jsonscan.storable(value):  # almost always: nothing to clean, and no copy made to find that out
+            return
+        cleaned, anomalies = jsonscan.clean(value)
         if anomalies:
             shown = "; ".join(f"{a.detail} at {a.where}" for a in anomalies[:3])
             flag(f"{run.file}: {name}: {shown}",
@@ -1346,11 +1349,12 @@ def _guard(report: ItemReport, *, fix: bool) -> list[str]:
     for name in ("number_of_nodes", "accelerators_per_node", "accelerator_count", "host_processors_per_node",
                  "host_processor_count"):
         whole(facts, name, _INT_MAX)
-    cleaned, anomalies = jsonscan.clean(facts.description)
-    if anomalies:
-        flag(f"system description: {anomalies[0].detail} at {anomalies[0].where}", None)
-        if fix:  # read_system_desc reports what it cleaned; this only catches a description built elsewhere
-            facts.description = cleaned
+    if not jsonscan.storable(facts.description):
+        cleaned, anomalies = jsonscan.clean(facts.description)
+        if anomalies:
+            flag(f"system description: {anomalies[0].detail} at {anomalies[0].where}", None)
+            if fix:  # read_system_desc reports what it cleaned; this only catches a description built elsewhere
+                facts.description = cleaned
     if fix:
         report.findings = [_bounded(f) for f in report.findings]
         for run in report.runs:
