@@ -265,7 +265,8 @@ class _Steps:
     of a step recorded with its start and end from `clear()` (the task's start); and, with `cpu`, at the verdict's
     commit (the end of the store that commits it), a snapshot of this process's tree (bench.proc_cpu) for the CPU
     spent until then, and the moment each checker child's answer was ready (the child's own end of the call, on the
-    same clock: whether the verdict waited for a child or for this process)."""
+    same clock: whether the verdict waited for a child or for this process). `answers`: those moments with or
+    without the snapshots (default: as `cpu`; the worker's bench/worker_steps.py takes the moments alone)."""
 
     def __init__(self, submissions: Any, *, cpu: bool = False, answers: bool | None = None) -> None:
         from ingest.engine import tool, verify
