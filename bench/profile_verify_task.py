@@ -265,10 +265,10 @@ class _Steps:
     of a step recorded with its start and end from `clear()` (the task's start); and, with `cpu`, at the verdict's
     commit (the end of the store that commits it), a snapshot of this process's tree (bench.proc_cpu) for the CPU
     spent until then, and the moment each checker child's answer was ready (the child's own end of the call, on the
-    same clock: whether the verdict waited for a child or for this process). `answers`: those moments with or
-    without the snapshots (default: as `cpu`; the worker's bench/worker_steps.py takes the moments alone)."""
+    same clock: whether the verdict waited for a child or for this process). `answers`: those moments alone,
+    without the snapshots (the worker's bench/worker_steps.py)."""
 
-    def __init__(self, submissions: Any, *, cpu: bool = False, answers: bool | None = None) -> None:
+    def __init__(self, submissions: Any, *, cpu: bool = False, answers: bool = False) -> None:
         from ingest.engine import tool, verify
 
         self.cpu = cpu
@@ -308,7 +308,7 @@ class _Steps:
                                   time.perf_counter() - self.started))
 
         signal.send = send  # type: ignore[method-assign]
-        if cpu if answers is None else answers:
+        if cpu or answers:
             self._stamp_answers(tool)
 
     def _stamp_answers(self, tool: Any) -> None:
