@@ -1,5 +1,5 @@
-"""CPU time of a process tree by role, and how fast the file system makes files: what a bench on a 2-core machine
-needs beside its wall-clock figures to say where a latency goes.
+"""CPU time of a process tree by role, how long each role waited for a CPU, and how fast the file system makes
+files: what a bench on a 2-core machine needs beside its wall-clock figures to say where a latency goes.
 
 Why: on two cores every process of an upload's path (the web server's, the worker's, its checker children, the
 bench's own client) shares the same two cores, so a wall-clock figure does not say which of them to make cheaper;
@@ -33,6 +33,7 @@ class Proc:
     children_user_s: float  # of its children it has reaped (/proc's cutime, cstime)
     children_system_s: float
     started: int = 0  # clock ticks after boot: with the pid, which process it is (pids are used again)
+    nice: int = 0
 
 
 def _read(pid: int) -> Proc | None:
@@ -46,7 +47,7 @@ def _read(pid: int) -> Proc | None:
     # The command name may hold spaces and parentheses: the fields follow the last ")".
     fields = stat[stat.rfind(")") + 2:].split()
     utime, stime, cutime, cstime = (int(value) / _TICK for value in fields[11:15])
-    return Proc(pid, int(fields[1]), command, utime, stime, cutime, cstime, int(fields[19]))
+    return Proc(pid, int(fields[1]), command, utime, stime, cutime, cstime, int(fields[19]), int(fields[16]))
 
 
 def snapshot(root: int) -> dict[int, Proc]:
@@ -141,6 +142,63 @@ def by_role(before: dict[int, Proc], after: dict[int, Proc],
             into.user_s -= was.user_s
             into.system_s -= was.system_s
     return spent
+
+
+@dataclass(frozen=True)
+class Sched:
+    """One thread's scheduler counters (/proc/PID/task/TID/schedstat), in nanoseconds: on a CPU, and runnable but
+    waiting for one (its run-queue delay)."""
+
+    on_cpu_ns: int
+    waiting_ns: int
+
+
+# A thread: (its process's pid, the process's start, the thread's id).
+Thread = tuple[int, int, int]
+
+
+def sched_snapshot(tree: dict[int, Proc]) -> dict[Thread, Sched]:
+    """The scheduler counters of every thread of every process of `tree` (a `snapshot`), now; empty where the kernel
+    keeps none (no schedstat file)."""
+    found: dict[Thread, Sched] = {}
+    for pid, proc in tree.items():
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended meanwhile
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
+                    on_cpu, waiting = (int(value) for value in handle.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            found[(pid, proc.started, int(tid))] = Sched(on_cpu, waiting)
+    return found
+
+
+@dataclass
+class Waited:
+    on_cpu_s: float = 0.0
+    waiting_s: float = 0.0
+
+
+def waited_by_role(before: dict[Thread, Sched], after: dict[Thread, Sched], tree: dict[int, Proc],
+                   role: Callable[[Proc, dict[int, Proc]], str]) -> dict[str, Waited]:
+    """How long the threads of each role (`role(proc, tree)`, `tree` the snapshot `after` was read from) were on a
+    CPU and how long they waited for one between two `sched_snapshot`s: a thread born since counts whole. Why: on
+    two cores a process that waits for a CPU is slowed by the others, not by its own work; a wall-clock
+    timeline does not tell the two apart. A thread that ended in between is not counted (the kernel keeps no
+    counters of it): the bench's processes live through the run, as do a worker's kept checker children."""
+    waited: dict[str, Waited] = {}
+    for thread, now in after.items():
+        proc = tree.get(thread[0])
+        if proc is None:
+            continue
+        was = before.get(thread, Sched(0, 0))
+        into = waited.setdefault(role(proc, tree), Waited())
+        into.on_cpu_s += (now.on_cpu_ns - was.on_cpu_ns) / 1e9
+        into.waiting_s += (now.waiting_ns - was.waiting_ns) / 1e9
+    return waited
 
 
 def new_files_ms(folder: Path, count: int = 20) -> tuple[float, float]:

@@ -19,9 +19,10 @@ times faster, so they are in the reference too); the time of the library as ship
 Prints the median, p95 and first latency, their ratio to that checker time (goal: median <= 2x), where
 the time goes (the upload request, the task in the worker from its INFO log line, the rest: queue,
 hand-off, noticing the verdict; with --steps, each step of the task inside the worker, bench/worker_steps.py), the
-CPU time the sequential uploads cost each process of the path (bench.proc_cpu:
-on two cores they share the cores, so this says which to make cheaper), how fast the work folder's file system
-makes files and folders (every upload makes dozens) and the throughput, with the load average.
+CPU time the sequential uploads cost each process of the path and how long each waited for a CPU (bench.proc_cpu:
+on two cores they share the cores, so this says which to make cheaper, and which the others held up), how fast the
+work folder's file system makes files and folders (every upload makes dozens) and the throughput, with the load
+average.
 
     .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
         [--poll-ms 0] [--workdir DIR] [--steps]
@@ -90,8 +91,14 @@ def role(proc: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
         return "web server"
     if "celery" not in top.command:
         return "other"
-    return {2: "Celery's main process", 3: "the task (worker pool process)"}.get(
-        len(chain), "checker children (and the fork server)")
+    named = {2: "Celery's main process", 3: "the task (worker pool process)"}.get(len(chain))
+    if named is not None:
+        return named
+    # The worker's own children are handed to its pool process (ingest.engine.forkserver), which lowers the
+    # priority of the one the RCP check runs ahead in (tool.AHEAD_NICENESS): it takes a core only when one is idle.
+    if proc.nice > chain[-3].nice:
+        return "the RCP check ahead's child (a lower priority)"
+    return "checker children (and the fork server)"
 
 
 def free_port() -> int:
@@ -419,6 +426,7 @@ def main() -> None:
             beside: list[float] = []
             stamps: list[tuple[int, float, float]] = []  # (submission, the upload's start, the verdict's arrival)
             cpu_before = proc_cpu.snapshot(os.getpid())
+            sched_before = proc_cpu.sched_snapshot(cpu_before)
             for data in made[: args.sequential]:
                 start = time.perf_counter()
                 started_at = time.time()
@@ -431,7 +439,9 @@ def main() -> None:
                 # After the task's end (its receivers and e-mail run after the verdict is stored), not beside it.
                 until_tasks_ended(logs / "worker.log", len(latencies))
                 beside.append(reference.once())
-            cpu = proc_cpu.by_role(cpu_before, proc_cpu.snapshot(os.getpid()), role)
+            cpu_after = proc_cpu.snapshot(os.getpid())
+            cpu = proc_cpu.by_role(cpu_before, cpu_after, role)
+            waited = proc_cpu.waited_by_role(sched_before, proc_cpu.sched_snapshot(cpu_after), cpu_after, role)
             reference.close()
             new_file_ms, new_folder_ms = proc_cpu.new_files_ms(tmp)
             tasks = task_seconds(logs / "worker.log")[: args.sequential]
@@ -512,6 +522,15 @@ def main() -> None:
                   f"of it in the kernel): {total * 1000:.1f} = " + "; ".join(
                       f"{name} {spent.total_s / count * 1000:.1f} / {spent.system_s / count * 1000:.1f}"
                       for name, spent in sorted(cpu.items(), key=lambda kv: -kv[1].total_s)))
+        if waited:
+            count = len(latencies)
+            # The bench's own part holds the reference passes, run while the worker idles: left out.
+            shown = sorted(((name, w) for name, w in waited.items() if not name.startswith("the bench")),
+                           key=lambda kv: -kv[1].waiting_s)
+            print("waiting for a CPU per upload (runnable, not running: the scheduler's run-queue delay, the "
+                  "sequential uploads; ms, and on a CPU beside it): " + "; ".join(
+                      f"{name} {w.waiting_s / count * 1000:.1f} ({w.on_cpu_s / count * 1000:.1f})"
+                      for name, w in shown))
         print(f"the work folder's file system ({tmp}): a new 8 KB file {new_file_ms:.3f} ms, a new folder "
               f"{new_folder_ms:.3f} ms (medians of 20; a local disk's ext4 on a quiet machine: ~0.03)")
         if args.steps:

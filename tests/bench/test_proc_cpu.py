@@ -18,8 +18,8 @@ BENCH, WEB, WORKER, POOL, CHILD = 100, 200, 300, 310, 320
 
 
 def proc(pid: int, ppid: int, command: str, user: float = 0.0, system: float = 0.0, reaped_user: float = 0.0,
-         reaped_system: float = 0.0, started: int = 1) -> proc_cpu.Proc:
-    return proc_cpu.Proc(pid, ppid, command, user, system, reaped_user, reaped_system, started)
+         reaped_system: float = 0.0, started: int = 1, nice: int = 0) -> proc_cpu.Proc:
+    return proc_cpu.Proc(pid, ppid, command, user, system, reaped_user, reaped_system, started, nice)
 
 
 def by_parent(p: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
@@ -71,6 +71,51 @@ def test_the_upload_bench_names_each_part_of_the_path() -> None:
         "checker children (and the fork server)"
     # What a pool process reaped (proc_cpu.by_role asks for a child of it that is gone) is its children's.
     assert upload_role(proc(-1, POOL, ""), tree) == "checker children (and the fork server)"
+    # The child the RCP check runs ahead in runs at a lower priority than its pool process; a bench started under
+    # `nice` lowers them all alike.
+    tree[CHILD + 2] = proc(CHILD + 2, POOL, "python -m celery -A config worker", nice=10)
+    assert upload_role(tree[CHILD + 2], tree) == "the RCP check ahead's child (a lower priority)"
+    niced = {pid: proc(p.pid, p.ppid, p.command, nice=5) for pid, p in tree.items()}
+    assert upload_role(niced[CHILD], niced) == "checker children (and the fork server)"
+
+
+def test_each_role_s_time_on_a_cpu_and_waiting_for_one_is_counted_between_two_snapshots() -> None:
+    tree = {BENCH: proc(BENCH, 1, "bench"), POOL: proc(POOL, BENCH, "pool", started=3),
+            CHILD: proc(CHILD, POOL, "child", started=4)}
+    before = {(POOL, 3, POOL): proc_cpu.Sched(5_000_000, 1_000_000),
+              (POOL, 3, POOL + 1): proc_cpu.Sched(0, 0),
+              (CHILD, 2, CHILD): proc_cpu.Sched(9_000_000, 9_000_000)}  # an earlier process of that pid
+    after = {(POOL, 3, POOL): proc_cpu.Sched(8_000_000, 1_500_000),
+             (POOL, 3, POOL + 1): proc_cpu.Sched(1_000_000, 250_000),  # the lease thread
+             (CHILD, 4, CHILD): proc_cpu.Sched(2_000_000, 4_000_000),  # born since: counted whole
+             (CHILD + 9, 1, CHILD + 9): proc_cpu.Sched(7_000_000, 7_000_000)}  # not in the tree: not counted
+    waited = proc_cpu.waited_by_role(before, after, tree, lambda p, t: "checkers" if p.ppid == POOL else p.command)
+    assert set(waited) == {"pool", "checkers"}
+    assert (waited["pool"].on_cpu_s, waited["pool"].waiting_s) == (pytest.approx(0.004), pytest.approx(0.00075))
+    assert (waited["checkers"].on_cpu_s, waited["checkers"].waiting_s) == (pytest.approx(0.002), pytest.approx(0.004))
+
+
+@pytest.mark.skipif(not os.path.isfile(f"/proc/{os.getpid()}/schedstat"), reason="no scheduler counters")
+def test_the_scheduler_counters_of_every_thread_of_the_tree_are_read() -> None:
+    import threading
+
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+    thread.start()
+    try:
+        tree = proc_cpu.snapshot(os.getpid())
+        before = proc_cpu.sched_snapshot(tree)
+        mine = {key for key in before if key[0] == os.getpid()}
+        assert (os.getpid(), tree[os.getpid()].started, threading.get_native_id()) in mine
+        assert (os.getpid(), tree[os.getpid()].started, thread.native_id) in mine
+        sum(range(200_000))  # some work of this thread's: its time on a CPU can only grow
+        after = proc_cpu.sched_snapshot(tree)
+        key = (os.getpid(), tree[os.getpid()].started, threading.get_native_id())
+        assert after[key].on_cpu_ns > before[key].on_cpu_ns
+        assert after[key].waiting_ns >= before[key].waiting_ns
+    finally:
+        done.set()
+        thread.join()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc is Linux's")
