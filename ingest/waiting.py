@@ -126,7 +126,8 @@ def _bell_name(submission_id: int) -> str:
 
 def announce(submission_id: int) -> None:
     """A service moved the submission's state: the requests waiting for it look at once, after the commit
-    (core.wake; without a Redis broker they look every CHECK_S anyway)."""
+    (core.wake; without a Redis broker they look every CHECK_S anyway). Not called for the claim (see
+    ingest.services.submissions._claim): its waiters see it at their next look, within FALLBACK_S."""
     transaction.on_commit(lambda: wake.ring(_bell_name(submission_id)))
 
 

@@ -11,6 +11,7 @@ from django.test import Client
 from core import wake
 from ingest import waiting
 from ingest.models import Submission
+from ingest.services import submissions
 from tests.ingest.test_uploads import acme_bundle, api, upload  # noqa: F401  (acme_bundle: a fixture)
 from tests.people import token_for
 
@@ -280,6 +281,21 @@ def test_the_commit_that_moves_a_submission_rings_after_it_and_never_before(bell
         waiting.announce(queued)
         assert rung == []  # inside the transaction: nothing rung yet
     assert rung == [f"submission:{queued}"]
+
+
+def test_the_claim_rings_no_bell_and_the_verdict_rings_one(people, queued, django_capture_on_commit_callbacks,
+                                                          monkeypatch) -> None:
+    """A client waiting since before the claim is not woken by it to ask again beside the checks: it is answered
+    the verdict when that is stored (or `verifying` at its waiter's next look, for a long verification)."""
+    rung: list[str] = []
+    monkeypatch.setattr(wake, "ring", rung.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        claimed = submissions._claim(queued)
+    assert claimed is not None and Submission.objects.get(pk=queued).state == Submission.State.VERIFYING
+    assert rung == []
+    with django_capture_on_commit_callbacks(execute=True):
+        submissions._store(claimed, submissions._Judged([], []))
+    assert Submission.objects.get(pk=queued).is_final and rung == [f"submission:{queued}"]
 
 
 def test_a_broken_bell_costs_no_answer(people, queued, settings, monkeypatch) -> None:
