@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,9 @@ def test_the_scheduler_counters_of_every_thread_of_the_tree_are_read() -> None:
         assert (os.getpid(), tree[os.getpid()].started, threading.get_native_id()) in mine
         assert (os.getpid(), tree[os.getpid()].started, thread.native_id) in mine
         sum(range(200_000))  # some work of this thread's: its time on a CPU can only grow
+        # The kernel adds a running thread's time to its counter when it stops running (or at a timer tick, which
+        # short work may not meet): blocking once makes it so, however fast or slow the machine.
+        time.sleep(0.001)
         after = proc_cpu.sched_snapshot(tree)
         key = (os.getpid(), tree[os.getpid()].started, threading.get_native_id())
         assert after[key].on_cpu_ns > before[key].on_cpu_ns
