@@ -201,6 +201,37 @@ def waited_by_role(before: dict[Thread, Sched], after: dict[Thread, Sched], tree
     return waited
 
 
+def named(name: str) -> dict[int, Proc]:
+    """Every process on the machine whose command name (/proc/PID/comm) is `name`, now. Why: a server the bench
+    talks to but did not start (PostgreSQL's postmaster and the backends serving the bench's connections) is not in
+    the bench's tree, yet spends CPU on the same cores on the way to every answer. Reads all of /proc (a few ms):
+    for snapshots taken outside what a bench times."""
+    if not os.path.isdir("/proc"):
+        return {}
+    found: dict[int, Proc] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as handle:
+                if handle.read().strip() != name:
+                    continue
+        except OSError:
+            continue  # ended meanwhile
+        proc = _read(int(entry))
+        if proc is not None:
+            found[proc.pid] = proc
+    return found
+
+
+def add_waited(into: dict[str, Waited], more: dict[str, Waited]) -> None:
+    """Add `more` (a `waited_by_role`) to `into`, role by role: the sum over several spans (each upload's own)."""
+    for name, waited in more.items():
+        total = into.setdefault(name, Waited())
+        total.on_cpu_s += waited.on_cpu_s
+        total.waiting_s += waited.waiting_s
+
+
 def new_files_ms(folder: Path, count: int = 20) -> tuple[float, float]:
     """(a new small file, a new folder) in ms, the medians of `count` of each made in a fresh folder inside
     `folder`, removed after."""

@@ -22,7 +22,10 @@ hand-off, noticing the verdict; with --steps, each step of the task inside the w
 CPU time the sequential uploads cost each process of the path and how long each waited for a CPU (bench.proc_cpu:
 on two cores they share the cores, so this says which to make cheaper, and which the others held up), how fast the
 work folder's file system makes files and folders (every upload makes dozens) and the throughput, with the load
-average.
+average. With a PostgreSQL database, PostgreSQL's processes are counted too (all of the machine's: the bench did not
+start them, but they work on the same cores). And what the path's processes spent on a CPU from each upload's start
+until its verdict arrived, with what that allows on this machine's cores (to_verdict_line): whether the goal asks for
+less work, or for the same work better spread over the cores.
 
     .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
         [--poll-ms 0] [--workdir DIR] [--steps]
@@ -79,13 +82,35 @@ print(api_token_issue(user=user, name="bench", scope="submit", days=1).secret)
 """
 
 
+DATABASE_ROLE = "the database server (PostgreSQL's processes)"
+
+
+def _postgres(command: str) -> bool:
+    """A PostgreSQL process by its command line: the postmaster's path, or a backend's title ("postgres: ...")."""
+    words = command.split(maxsplit=1)
+    return bool(words) and os.path.basename(words[0]).rstrip(":") == "postgres"
+
+
+def path_tree(database: bool) -> dict[int, proc_cpu.Proc]:
+    """The processes of an upload's path: the bench's tree, and with `database` PostgreSQL's processes, which the
+    bench did not start but which work on the same cores on the way to every verdict."""
+    tree = proc_cpu.snapshot(os.getpid())
+    if database:
+        tree.update(proc_cpu.named("postgres"))
+    return tree
+
+
 def role(proc: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
-    """Which part of the path a process of the bench's tree is (bench.proc_cpu.by_role)."""
+    """Which part of the path a process of the bench's tree (path_tree) is (bench.proc_cpu.by_role)."""
+    parent = tree.get(proc.ppid)
+    # by_role asks for a process of no command, of the parent's pid, for what the parent reaped.
+    if _postgres(proc.command) or (not proc.command and parent is not None and _postgres(parent.command)):
+        return DATABASE_ROLE
     chain = [proc]  # the process, its parent, ... up to the bench, the tree's root
     while chain[-1].ppid in tree:
         chain.append(tree[chain[-1].ppid])
     if len(chain) == 1:
-        return "the bench (its client; the reference passes taken out)"
+        return "the bench (its client; the reference passes and its own probes taken out)"
     top = chain[-2]  # the bench's child: the web server or the worker
     if "gunicorn" in top.command:
         return "web server"
@@ -99,6 +124,32 @@ def role(proc: proc_cpu.Proc, tree: dict[int, proc_cpu.Proc]) -> str:
     if proc.nice > chain[-3].nice:
         return "the RCP check ahead's child (a lower priority)"
     return "checker children (and the fork server)"
+
+
+def to_verdict_line(spans: list[dict[str, proc_cpu.Waited]], latencies: list[float], checker_s: float,
+                    cores: int) -> str:
+    """What the path's processes spent on a CPU from each upload's start until its verdict arrived (`spans`, one
+    waited_by_role per upload, beside `latencies`), the uploads after the first (the first does first-time work),
+    and what that cost allows: `cores` cores do at most `cores` seconds of CPU a second, so no verdict can come
+    sooner than that CPU over the cores, whatever runs beside what. Why: it says whether the goal (the median within
+    2x `checker_s`) asks for less work, or for the same work better spread over the cores."""
+    later = spans[1:] or spans
+    walls = latencies[1:] or latencies
+    totals = [sum(w.on_cpu_s for w in span.values()) for span in later]
+    mean = sum(totals) / len(totals)
+    roles: dict[str, proc_cpu.Waited] = {}
+    for span in later:
+        proc_cpu.add_waited(roles, span)
+    parts = "; ".join(f"{name} {w.on_cpu_s / len(later) * 1000:.1f}"
+                      for name, w in sorted(roles.items(), key=lambda kv: -kv[1].on_cpu_s))
+    busy = statistics.median(total / (cores * wall) for total, wall in zip(totals, walls, strict=True) if wall > 0)
+    floor = mean / cores
+    return (f"CPU on the way to each verdict (from the upload's start until its verdict arrived; the sequential "
+            f"uploads after the first; ms, means): {mean * 1000:.1f} = {parts}. {cores} cores do at most {cores} ms "
+            f"of CPU a ms: at this cost no verdict can come sooner than {floor * 1000:.1f} ms, "
+            f"{floor / checker_s:.2f}x the checker time (the goal's 2x allows at most "
+            f"{2 * cores * checker_s * 1000:.1f} ms of CPU a verdict); the cores were {busy:.0%} busy meanwhile "
+            f"(median)")
 
 
 def free_port() -> int:
@@ -425,21 +476,38 @@ def main() -> None:
             reference.once()
             beside: list[float] = []
             stamps: list[tuple[int, float, float]] = []  # (submission, the upload's start, the verdict's arrival)
-            cpu_before = proc_cpu.snapshot(os.getpid())
+            database = not env["DATABASE_URL"].startswith("sqlite")
+            cpu_before = path_tree(database)
             sched_before = proc_cpu.sched_snapshot(cpu_before)
+            # What the path's processes spent on a CPU from each upload's start until its verdict arrived: read
+            # just before the upload and just after the verdict, outside the time measured.
+            to_verdict: list[dict[str, proc_cpu.Waited]] = []
+            probing = 0.0  # this process's CPU reading them, taken out of its part like the reference passes
             for data in made[: args.sequential]:
+                probed = time.thread_time()
+                at_start = proc_cpu.sched_snapshot(path_tree(database))
+                client = time.thread_time()
+                probing += client - probed
                 start = time.perf_counter()
                 started_at = time.time()
                 accepted = api.upload(data)
                 uploads.append(time.perf_counter() - start)
                 status = api.until_final(accepted["id"], poll_s=poll_s)
                 latencies.append(time.perf_counter() - start)
+                client = time.thread_time() - client
                 stamps.append((accepted["id"], started_at, time.time()))
+                probed = time.thread_time()
+                tree_now = path_tree(database)
+                span = proc_cpu.waited_by_role(at_start, proc_cpu.sched_snapshot(tree_now), tree_now, role)
+                # This process's part: the client's thread until the verdict, not the snapshots read around it.
+                span[role(tree_now[os.getpid()], tree_now)] = proc_cpu.Waited(on_cpu_s=client)
+                to_verdict.append(span)
+                probing += time.thread_time() - probed
                 assert status["state"] == "verified", status
                 # After the task's end (its receivers and e-mail run after the verdict is stored), not beside it.
                 until_tasks_ended(logs / "worker.log", len(latencies))
                 beside.append(reference.once())
-            cpu_after = proc_cpu.snapshot(os.getpid())
+            cpu_after = path_tree(database)
             cpu = proc_cpu.by_role(cpu_before, cpu_after, role)
             waited = proc_cpu.waited_by_role(sched_before, proc_cpu.sched_snapshot(cpu_after), cpu_after, role)
             reference.close()
@@ -513,13 +581,19 @@ def main() -> None:
         if cpu:
             bench_role = role(proc_cpu.Proc(os.getpid(), -1, "", 0, 0, 0, 0), {})
             if bench_role in cpu:  # the reference passes ran in this process: CPU-bound, their wall time
-                cpu[bench_role].user_s = max(cpu[bench_role].user_s - sum(beside), 0.0)
+                mine = cpu[bench_role]
+                mine.user_s -= sum(beside)
+                # The probes read /proc: mostly the kernel's time.
+                mine.system_s -= probing
+                if mine.system_s < 0:
+                    mine.user_s, mine.system_s = mine.user_s + mine.system_s, 0.0
+                mine.user_s = max(mine.user_s, 0.0)
             count = len(latencies)
             total = sum(spent.total_s for spent in cpu.values()) / count
             # What each task does once its verdict is out (keeping the run logs, the e-mail, the next spare child
             # and folders) is in it too: the bench waits for each task's end before the next upload.
-            # A database server's processes are not the bench's children: their CPU, on the same cores, is not here.
-            server = "" if env["DATABASE_URL"].startswith("sqlite") else "; the database server's not counted"
+            # A database server's processes are not the bench's children: path_tree adds PostgreSQL's, all of them.
+            server = "" if not database else "; every PostgreSQL process of the machine's included"
             print(f"CPU per upload (the sequential ones, their tasks' work after the verdict included{server}; ms: "
                   f"all / of it in the kernel): {total * 1000:.1f} = " + "; ".join(
                       f"{name} {spent.total_s / count * 1000:.1f} / {spent.system_s / count * 1000:.1f}"
@@ -533,6 +607,8 @@ def main() -> None:
                   "sequential uploads; ms, and on a CPU beside it): " + "; ".join(
                       f"{name} {w.waiting_s / count * 1000:.1f} ({w.on_cpu_s / count * 1000:.1f})"
                       for name, w in shown))
+        if any(to_verdict):
+            print(to_verdict_line(to_verdict, latencies, checkers, os.cpu_count() or 1))
         print(f"the work folder's file system ({tmp}): a new 8 KB file {new_file_ms:.3f} ms, a new folder "
               f"{new_folder_ms:.3f} ms (medians of 20; a local disk's ext4 on a quiet machine: ~0.03)")
         if args.steps:

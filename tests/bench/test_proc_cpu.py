@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import proc_cpu
+from bench.upload_latency import DATABASE_ROLE, to_verdict_line
 from bench.upload_latency import role as upload_role
 
 BENCH, WEB, WORKER, POOL, CHILD = 100, 200, 300, 310, 320
@@ -150,3 +151,55 @@ def test_the_tree_read_down_from_its_root_is_the_tree_all_of_proc_shows() -> Non
         for sleeper in sleepers:
             sleeper.kill()
             sleeper.wait()
+
+
+def test_postgresql_s_processes_are_the_database_server_s() -> None:
+    postmaster, backend = 900, 901
+    tree = {
+        BENCH: proc(BENCH, 1, "python bench/upload_latency.py"),
+        WEB: proc(WEB, BENCH, "python -m gunicorn config.wsgi:application"),
+        postmaster: proc(postmaster, 1, "/usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/15/main"),
+        backend: proc(backend, postmaster, "postgres: 15/main: postgres podium 127.0.0.1(50420) idle"),
+    }
+    assert upload_role(tree[postmaster], tree) == upload_role(tree[backend], tree) == DATABASE_ROLE
+    # What the postmaster reaped (a backend whose connection closed) is the database server's too.
+    assert upload_role(proc(-1, postmaster, ""), tree) == DATABASE_ROLE
+    assert upload_role(tree[WEB], tree) == "web server"
+    assert upload_role(proc(-1, WEB, ""), tree) == "web server"
+    # A command that only mentions PostgreSQL is not its process.
+    assert upload_role(proc(WEB + 5, BENCH, "python -m gunicorn --name postgres"), tree) == "web server"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="/proc is Linux's")
+def test_processes_are_found_by_their_command_name() -> None:
+    with open(f"/proc/{os.getpid()}/comm") as handle:
+        mine = handle.read().strip()
+    found = proc_cpu.named(mine)
+    assert os.getpid() in found
+    assert found[os.getpid()].ppid == os.getppid()
+    assert proc_cpu.named("no-process-is-called-this") == {}
+
+
+def test_waited_spans_add_up_role_by_role() -> None:
+    into = {"web": proc_cpu.Waited(0.002, 0.001)}
+    proc_cpu.add_waited(into, {"web": proc_cpu.Waited(0.003, 0.0005), "task": proc_cpu.Waited(0.010, 0.004)})
+    assert set(into) == {"web", "task"}
+    assert (into["web"].on_cpu_s, into["web"].waiting_s) == (pytest.approx(0.005), pytest.approx(0.0015))
+    assert (into["task"].on_cpu_s, into["task"].waiting_s) == (pytest.approx(0.010), pytest.approx(0.004))
+
+
+def test_the_cpu_on_the_way_to_each_verdict_says_how_soon_it_could_come() -> None:
+    def span(task: float, web: float) -> dict[str, proc_cpu.Waited]:
+        return {"task": proc_cpu.Waited(task, 1.0), "web": proc_cpu.Waited(web, 1.0)}
+
+    # The first upload (first-time work) is left out: 60 and 40 ms of CPU after it, for verdicts in 50 and 40 ms.
+    line = to_verdict_line([span(0.500, 0.500), span(0.040, 0.020), span(0.030, 0.010)],
+                           [1.0, 0.050, 0.040], checker_s=0.020, cores=2)
+    assert "ms, means): 50.0 = task 35.0; web 15.0." in line
+    assert "no verdict can come sooner than 25.0 ms, 1.25x the checker time" in line
+    assert "allows at most 80.0 ms of CPU a verdict" in line
+    # 60 / (2 x 50) and 40 / (2 x 40): the median of 60% and 50%.
+    assert "the cores were 55% busy" in line
+    # A single upload is its own figure.
+    alone = to_verdict_line([span(0.030, 0.010)], [0.040], checker_s=0.020, cores=1)
+    assert "40.0 = task 30.0; web 10.0." in alone and "sooner than 40.0 ms, 2.00x" in alone
