@@ -135,6 +135,7 @@ def to_verdict_line(spans: list[dict[str, proc_cpu.Waited]], latencies: list[flo
     2x `checker_s`) asks for less work, or for the same work better spread over the cores."""
     later = spans[1:] or spans
     walls = latencies[1:] or latencies
+    which = "the sequential uploads after the first" if len(spans) > 1 else "the only upload, the first"
     totals = [sum(w.on_cpu_s for w in span.values()) for span in later]
     mean = sum(totals) / len(totals)
     roles: dict[str, proc_cpu.Waited] = {}
@@ -144,8 +145,8 @@ def to_verdict_line(spans: list[dict[str, proc_cpu.Waited]], latencies: list[flo
                       for name, w in sorted(roles.items(), key=lambda kv: -kv[1].on_cpu_s))
     busy = statistics.median(total / (cores * wall) for total, wall in zip(totals, walls, strict=True) if wall > 0)
     floor = mean / cores
-    return (f"CPU on the way to each verdict (from the upload's start until its verdict arrived; the sequential "
-            f"uploads after the first; ms, means): {mean * 1000:.1f} = {parts}. {cores} cores do at most {cores} ms "
+    return (f"CPU on the way to each verdict (from the upload's start until its verdict arrived; {which}; ms, "
+            f"means): {mean * 1000:.1f} = {parts}. {cores} cores do at most {cores} ms "
             f"of CPU a ms: at this cost no verdict can come sooner than {floor * 1000:.1f} ms, "
             f"{floor / checker_s:.2f}x the checker time (the goal's 2x allows at most "
             f"{2 * cores * checker_s * 1000:.1f} ms of CPU a verdict); the cores were {busy:.0%} busy meanwhile "

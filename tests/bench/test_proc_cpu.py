@@ -195,11 +195,12 @@ def test_the_cpu_on_the_way_to_each_verdict_says_how_soon_it_could_come() -> Non
     # The first upload (first-time work) is left out: 60 and 40 ms of CPU after it, for verdicts in 50 and 40 ms.
     line = to_verdict_line([span(0.500, 0.500), span(0.040, 0.020), span(0.030, 0.010)],
                            [1.0, 0.050, 0.040], checker_s=0.020, cores=2)
-    assert "ms, means): 50.0 = task 35.0; web 15.0." in line
+    assert "the sequential uploads after the first; ms, means): 50.0 = task 35.0; web 15.0." in line
     assert "no verdict can come sooner than 25.0 ms, 1.25x the checker time" in line
     assert "allows at most 80.0 ms of CPU a verdict" in line
     # 60 / (2 x 50) and 40 / (2 x 40): the median of 60% and 50%.
     assert "the cores were 55% busy" in line
     # A single upload is its own figure.
     alone = to_verdict_line([span(0.030, 0.010)], [0.040], checker_s=0.020, cores=1)
-    assert "40.0 = task 30.0; web 10.0." in alone and "sooner than 40.0 ms, 2.00x" in alone
+    assert "the only upload, the first; ms, means): 40.0 = task 30.0; web 10.0." in alone
+    assert "sooner than 40.0 ms, 2.00x" in alone
