@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.shortcuts import get_object_or_404
@@ -14,6 +15,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import TokenScopeAllows
 from accounts.viewer import signed_in
+from core.errors import NotFound
 from ingest import selectors, waiting
 from ingest.models import Submission
 from ingest.services.submissions import UploadOutcome
@@ -41,17 +43,6 @@ class UploadInput(serializers.Serializer):
         if not attrs.get("bundle") and not (attrs.get("system") and attrs.get("results")):
             raise serializers.ValidationError("Send a bundle, or a system JSON and at least one result file.")
         return attrs
-
-
-class UploadOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    state = serializers.CharField()
-    url = serializers.URLField(help_text="The submission's web page")
-    status_url = serializers.URLField(help_text="Poll this for the verdict")
-    created = serializers.BooleanField(help_text="False when these exact bytes were uploaded before")
-    current = serializers.BooleanField(help_text="Whether this submission's results are the entries' current ones "
-                                       "(false while it is being verified, or when a later upload replaced it)")
-    detail = serializers.CharField(help_text="What happened, in words: 'These bytes are submission #N …'")
 
 
 def upload_answer(request: Request, submission: Submission, *, created: bool) -> dict[str, Any]:
@@ -114,6 +105,21 @@ class SubmissionStatusOutput(SubmissionSummaryOutput):
     error = serializers.CharField(allow_null=True, help_text="Set only for a platform fault, never the bundle's")
 
 
+class UploadOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.CharField()
+    url = serializers.URLField(help_text="The submission's web page")
+    status_url = serializers.URLField(help_text="Poll this for the verdict")
+    created = serializers.BooleanField(help_text="False when these exact bytes were uploaded before")
+    current = serializers.BooleanField(help_text="Whether this submission's results are the entries' current ones "
+                                       "(false while it is being verified, or when a later upload replaced it)")
+    detail = serializers.CharField(help_text="What happened, in words: 'These bytes are submission #N …'")
+    status = SubmissionStatusOutput(
+        required=False,
+        help_text="Only with ?wait: the submission's status (as GET status_url answers it) once the verdict is in, "
+                  "or when the wait ran out; absent where the server did not wait")
+
+
 class SubmissionListCreateApi(APIView):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
     throttle_scope = "uploads"
@@ -121,9 +127,19 @@ class SubmissionListCreateApi(APIView):
     def get_throttles(self):  # only uploads are rate limited this tightly
         return super().get_throttles() if self.request.method == "POST" else []
 
-    @extend_schema(operation_id="submissions_upload", request={"multipart/form-data": UploadInput},
-                   responses={201: UploadOutput, 200: UploadOutput})
+    @extend_schema(
+        operation_id="submissions_upload", request={"multipart/form-data": UploadInput},
+        responses={201: UploadOutput, 200: UploadOutput},
+        parameters=[OpenApiParameter(
+            "wait", float, required=False,
+            description="Seconds to wait in the server for the verdict before answering (at most "
+                        "PODIUM_STATUS_WAIT_MAX_S, default 20); the answer then carries `status` and "
+                        "`Podium-Waited: true`. Without that header the server answered at once: follow "
+                        "status_url.")],
+    )
     def post(self, request: Request) -> Response:
+        wait = request.query_params.get("wait")
+        waiting.requested(wait)  # a bad wait is refused before anything is stored
         serializer = UploadInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -132,7 +148,20 @@ class SubmissionListCreateApi(APIView):
             system=data.get("system"), results=tuple(data.get("results") or ()), benchmark=data.get("benchmark"),
             make_current=data.get("make_current", False)))
         body = upload_answer(request, outcome.submission, created=outcome.created)
-        return Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
+        waited = False
+        if wait is not None:
+            # The upload's own request waits for the verdict: a client that then asked for the status in a
+            # request of its own cost the web server a second sign-in, lookup and answer (~3 ms of CPU) on the
+            # same cores as the checks (bench/upload_latency.py).
+            visible = selectors.submissions_visible_to(request.user).select_related("round", "organization")
+            with contextlib.suppress(NotFound):  # the upload stands; its answer only lacks a status then
+                submission, waited = waiting.follow(visible, outcome.submission, wait, request.META, final=True)
+                if waited or submission.is_final:
+                    body["status"] = selectors.submission_status(submission, request)
+        response = Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
+        if waited:
+            response[waiting.HEADER] = "true"
+        return response
 
     @extend_schema(operation_id="submissions_list", responses={200: SubmissionSummaryOutput(many=True)})
     def get(self, request: Request) -> Response:

@@ -88,24 +88,30 @@ _sleep: Callable[[float], None] = time.sleep
 
 
 def until_moved(submissions: QuerySet[Submission], submission: Submission,
-                seconds: float) -> Submission | None:
-    """Wait up to `seconds` until the submission's state is no longer `submission.state`, and return it as it
-    is then, read from `submissions` (what the caller may see); None if it did not move in time, NotFound if
-    it left `submissions`. Each look is its own autocommit query, so it sees what the worker committed since
-    the last; between looks it waits for the worker's bell (`announce`), or CHECK_S where there is none. A
-    look after a ring reads the whole row at once (the ring says it moved: one query on the way to the
-    answer, not two); any other look reads only the state."""
+                seconds: float, *, final: bool = False) -> Submission | None:
+    """Wait up to `seconds` until the submission's state is no longer `submission.state` (with `final`: until
+    it is final), and return it as it is then, read from `submissions` (what the caller may see); None if it
+    did not move in time, NotFound if it left `submissions`. Each look is its own autocommit query, so it sees
+    what the worker committed since the last; between looks it waits for the worker's bell (`announce`), or
+    CHECK_S where there is none. A look after a ring reads the whole row at once (the ring says it moved: one
+    query on the way to the answer, not two); any other look reads only the state."""
     clock, sleep = _clock, _sleep
     deadline = clock() + seconds
+
+    def moved(state: str) -> bool:
+        return state in Submission.FINAL_STATES if final else state != submission.state
+
     rang = False
     with wake.listening(_bell_name(submission.pk), sleep) as bell:
         while True:
             if rang:
-                moved = _row(submissions, submission.pk)
-                if moved.state != submission.state:
-                    return moved
-            elif submissions.filter(pk=submission.pk).values_list("state", flat=True).first() != submission.state:
-                return _row(submissions, submission.pk)
+                row = _row(submissions, submission.pk)
+                if moved(row.state):
+                    return row
+            else:
+                state = submissions.filter(pk=submission.pk).values_list("state", flat=True).first()
+                if state is None or moved(state):  # None: it left `submissions`, which _row says
+                    return _row(submissions, submission.pk)
             left = deadline - clock()
             if left <= 0:
                 return None
@@ -132,15 +138,15 @@ def announce(submission_id: int) -> None:
 
 
 def follow(submissions: QuerySet[Submission], submission: Submission, wait: str | None,
-           meta: dict[str, Any]) -> tuple[Submission, bool]:
-    """The submission once its state moved, as the `wait` parameter asks (see `requested`), read again
-    from `submissions`; and whether the server waited (False: a final state, no wait asked, no slot).
-    NotFound when it left `submissions` (what the caller may see) meanwhile."""
+           meta: dict[str, Any], *, final: bool = False) -> tuple[Submission, bool]:
+    """The submission once its state moved (with `final`: once it is final), as the `wait` parameter asks (see
+    `requested`), read again from `submissions`; and whether the server waited (False: a final state, no wait
+    asked, no slot). NotFound when it left `submissions` (what the caller may see) meanwhile."""
     seconds = requested(wait)
     if seconds <= 0 or submission.is_final:
         return submission, False
     with slot(meta) as granted:
         if not granted:
             return submission, False
-        moved = until_moved(submissions, submission, seconds)
+        moved = until_moved(submissions, submission, seconds, final=final)
     return submission if moved is None else moved, True

@@ -1,8 +1,10 @@
 """`submit`: upload a bundle to a Podium server and wait for its verdict, with the standard library only.
 
 HTTP contract (server side: the submissions API):
-- `POST {server}/api/v1/submissions/`, multipart fields `round` and `bundle`, `Authorization: Token ...`:
-  201 new, 200 the same bytes were already uploaded (`{"id", "state", "url", "status_url"}`); 400 a refused
+- `POST {server}/api/v1/submissions/?wait=S`, multipart fields `round` and `bundle`, `Authorization: Token ...`:
+  201 new, 200 the same bytes were already uploaded (`{"id", "state", "url", "status_url"}`, and `status`, the
+  status below, once the verdict is in or S seconds passed, header `Podium-Waited: true`, or at once where the
+  server has no thread to wait in, without `status`: the client then follows status_url); 400 a refused
   bundle (`{"detail"}` or `{"errors": {field: [..]}}`); 401/403 token; 429 with Retry-After; 5xx.
 - `GET {status_url}?wait=S`: `{"id", "state", "queue_position", "elapsed_seconds", "results", "findings", "error"}`,
   once the state moved or S seconds passed (header `Podium-Waited: true`), or at once without that header.
@@ -198,16 +200,24 @@ def _status(client: Client, url: str, wait_s: float) -> tuple[dict[str, Any], bo
     return document, wait_s > 0 and reply.headers.get(WAITED_HEADER, "").lower() == "true"
 
 
-def _wait(client: Client, url: str, on_change: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], bool]:
+def _wait_s(client: Client) -> float:
+    """How long to ask the server to wait: the socket's timeout is what is left of the deadline, so a second
+    less; 0 (no wait) under a second."""
+    return max(float(min(SERVER_WAIT_S, int(client.deadline - client.clock.now() - 1))), 0.0)
+
+
+def _wait(client: Client, url: str, on_change: Callable[[dict[str, Any]], None],
+          first: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Follow the status until the state is final; returns the last status and whether the timeout ran out
-    first. The server waits for the state to move (?wait), so the verdict arrives when it is stored; where
-    it answered at once, the client polls with a growing interval instead."""
+    first. `first`: the status the upload's answer carried (the server waited for it there). The server waits
+    for the state to move (?wait), so the verdict arrives when it is stored; where it answered at once, the
+    client polls with a growing interval instead."""
     interval = POLL_FIRST_S
     seen: tuple[Any, Any] | None = None
+    status, waited = first, first is not None
     while True:
-        # The socket's timeout is what is left of the deadline: ask for a second less.
-        wait_s = float(min(SERVER_WAIT_S, int(client.deadline - client.clock.now() - 1)))
-        status, waited = _status(client, url, max(wait_s, 0.0))
+        if status is None:
+            status, waited = _status(client, url, _wait_s(client))
         if (status["state"], status.get("queue_position")) != seen:
             seen = (status["state"], status.get("queue_position"))
             on_change(status)
@@ -217,11 +227,13 @@ def _wait(client: Client, url: str, on_change: Callable[[dict[str, Any]], None])
             interval = POLL_FIRST_S
             if client.clock.now() >= client.deadline:
                 return status, True
+            status = None
             continue
         if client.clock.now() + interval > client.deadline:
             return status, True
         client.clock.sleep(interval)
         interval = min(interval * 2, POLL_MAX_S)
+        status = None
 
 
 def _server_base(server: str) -> str:
@@ -249,9 +261,15 @@ def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, w
     body, body_type = encode_multipart(fields, "bundle", filename, file_type, data)
 
     say(f"uploading {filename} ({len(data):,} bytes) to {base} for round {round_slug}")
-    # Retrying the POST is safe: for bytes it already has, the server answers 200 with that submission.
-    reply = client.request("POST", base + SUBMISSIONS_PATH, body, body_type)
+    # Retrying the POST is safe: for bytes it already has, the server answers 200 with that submission. Waiting,
+    # the server answers once the verdict is in, with it (`status`): one request, not a second to ask for it.
+    wait_s = _wait_s(client) if wait else 0.0
+    reply = client.request("POST", base + SUBMISSIONS_PATH + (f"?wait={wait_s:g}" if wait_s > 0 else ""),
+                           body, body_type)
     accepted = _accepted(reply)
+    first = accepted.pop("status", None)  # present where the server waited, or the submission is final
+    if not isinstance(first, dict) or "state" not in first:
+        first = None
     line = (f"submission {accepted['id']}: " + ("already uploaded, " if reply.status == 200 else "")
             + str(accepted["state"]) + (f" — {accepted['url']}" if accepted.get("url") else ""))
     if reply.status == 200 and accepted.get("detail"):
@@ -267,7 +285,7 @@ def run_submit(*, server: str, token: str | None, round_slug: str, path: Path, w
             + (f", position {position} in the queue" if position else ""))
 
     status_url = _status_url(base, str(accepted["status_url"]))
-    status, timed_out = _wait(client, status_url, show)
+    status, timed_out = _wait(client, status_url, show, first)
     document = {**accepted, **status, "timed_out": timed_out}
     if as_json:
         print(json.dumps(document, indent=2))

@@ -356,7 +356,8 @@ def test_submit_uploads_a_packed_folder_and_waits_for_the_verdict(capsys, podium
 
     assert ran.code == 0, ran.err
     post, *polls = podium.requests
-    assert (post.method, post.path) == ("POST", "/api/v1/submissions/")
+    # The upload asks the server to wait for the verdict; this one answers at once, without it (no `status`).
+    assert (post.method, post.path) == ("POST", "/api/v1/submissions/?wait=10")
     assert post.headers["Authorization"] == f"Token {TOKEN}"
     assert post.headers["Accept"] == "application/json"
     parts = form_parts(post)
@@ -540,6 +541,51 @@ def test_submit_lets_a_server_that_waits_do_the_waiting(capsys, podium, clock, b
     assert "submission 7: verifying" in ran.err
 
 
+def test_submit_gets_the_verdict_in_the_uploads_own_answer_where_the_server_waits_there(
+        capsys, podium, clock, broken_org) -> None:
+    verdict = status("verified", results=[VERIFIED_RESULT], findings=[WARNING]).body
+    podium.script = [Answer(201, {**podium.accepted().body, "status": verdict}, {"Podium-Waited": "true"})]
+
+    ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN, "--timeout", "6.5"))
+
+    assert ran.code == 0, ran.err
+    # One request: the upload, asking for what is left of the timeout less a second; no status request after it.
+    assert [(r.method, r.path) for r in podium.requests] == [("POST", "/api/v1/submissions/?wait=5")]
+    assert clock.sleeps == []
+    assert "submission 7: received" in ran.err  # the upload's own state, then the verdict's
+    assert "submission 7: verified" in ran.err
+    assert "kr1_cluster4/ssd: verified, 12.95 min, 5/5 runs compliant" in ran.out
+    assert "  K/results/s/ssd/result_2.txt:41: [warning] status/run_stop: only a successful" in ran.out
+
+
+def test_submit_follows_the_status_where_the_uploads_wait_ran_out_before_the_verdict(
+        capsys, podium, clock, broken_org) -> None:
+    waited = {"Podium-Waited": "true"}
+    podium.script = [Answer(201, {**podium.accepted().body, "status": status("verifying").body}, waited),
+                     Answer(200, status("noncompliant", results=[VERIFIED_RESULT]).body, waited)]
+
+    ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN, "--json"))
+
+    assert ran.code == submit.FINAL_STATES["noncompliant"], ran.err
+    assert [(r.method, r.path) for r in podium.requests] == [
+        ("POST", "/api/v1/submissions/?wait=10"), ("GET", "/api/v1/submissions/7/?wait=10")]
+    assert clock.sleeps == []  # the server waited each time
+    assert "submission 7: verifying" in ran.err
+    document = json.loads(ran.out)
+    # The final status over the upload's answer, without the status the upload's answer carried inside it.
+    assert document["state"] == "noncompliant" and document["status_url"].endswith("/api/v1/submissions/7/")
+    assert "status" not in document and document["timed_out"] is False
+
+
+def test_submit_without_waiting_asks_the_upload_for_no_wait(capsys, podium, clock, broken_org) -> None:
+    podium.script = [podium.accepted()]
+
+    ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN, "--no-wait"))
+
+    assert ran.code == 0, ran.err
+    assert [(r.method, r.path) for r in podium.requests] == [("POST", "/api/v1/submissions/")]
+
+
 def test_submit_stops_at_its_timeout_though_the_server_waits(capsys, podium, clock, broken_org) -> None:
     podium.script = [podium.accepted()]
     podium.otherwise = Answer(200, status("verifying").body, {"Podium-Waited": "true"})
@@ -557,7 +603,8 @@ def test_submit_stops_at_its_timeout_though_the_server_waits(capsys, podium, clo
         ran = run_cli(capsys, *submit_args(podium, broken_org, "--token", TOKEN, "--timeout", "25"))
 
     assert ran.code == 2
-    asked = [url.rsplit("?", 1)[1] if "?" in url else "" for url in clock_requests[1:]]
+    asked = [url.rsplit("?", 1)[1] if "?" in url else "" for url in clock_requests]
+    # The upload asked for a wait too (this server answered it at once, without a status, yet took its time).
     # Under a second left, it asks for no wait and polls as it would a server that does not wait.
     assert asked == ["wait=10", "wait=10", "wait=4", "", ""]
     assert clock.sleeps == [0.5]
@@ -692,6 +739,31 @@ def test_a_member_of_two_organizations_uploads_for_the_one_named(capsys, live_se
     assert ran.code == 0, ran.err
     submission = Submission.objects.get()
     assert submission.organization == people.zeta and submission.uploaded_by == people.alice
+
+
+def test_the_verdict_comes_in_the_uploads_own_answer_from_the_real_server(capsys, live_server, two_org_member,
+                                                                           clean_org, monkeypatch) -> None:
+    from ingest.models import Submission
+
+    token, _ = two_org_member
+    asked: list[tuple[str, str]] = []
+    real = submit.Client.request
+
+    def recorded(self, method, url, *args, **kwargs):
+        asked.append((method, url.removeprefix(live_server.url)))
+        return real(self, method, url, *args, **kwargs)
+    monkeypatch.setattr(submit.Client, "request", recorded)
+    waiting_args = [arg for arg in live_args(live_server, clean_org, token, "--organization", "zeta")
+                    if arg != "--no-wait"]
+
+    ran = run_cli(capsys, *waiting_args)
+
+    submission = Submission.objects.get()
+    assert submission.is_final  # verified in the upload's request here: tasks run in-process
+    assert ran.code == submit.FINAL_STATES[submission.state], ran.err  # (a round that wants more runs of it)
+    # One request: its answer carried the verdict.
+    assert asked == [("POST", "/api/v1/submissions/?wait=10")]
+    assert f"submission {submission.pk}: {submission.state}" in ran.out
 
 
 def test_a_member_of_two_organizations_must_name_one(capsys, live_server, two_org_member, clean_org) -> None:
