@@ -8,12 +8,13 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import Actor, audit_record
 from catalog.models import Benchmark, Round
+from core import compiled
 from core.cache import bump_generation
 from core.errors import BadRequest
 from ingest import storage
@@ -79,23 +80,38 @@ def bundle_findings_store(*, submission: Submission, findings: list[EngineFindin
         [_finding(submission=submission, result=None, run=None, finding=f) for f in findings])
 
 
+def _finish_facts(submission_id: int) -> QuerySet[Any, Any]:
+    return Submission.objects.select_for_update().filter(pk=submission_id).annotate(
+        noncompliant_result=Exists(Result.objects.filter(submission=OuterRef("pk"),
+                                                         verdict=Result.Verdict.NONCOMPLIANT)),
+        bundle_error=Exists(Finding.objects.filter(submission=OuterRef("pk"), result=None,
+                                                   severity=Finding.Severity.ERROR)),
+    ).order_by().values_list("state", "finished_at", "noncompliant_result", "bundle_error")
+
+
+# The submission in _finish_facts, which is built once per process (core.compiled): through the ORM each time it
+# cost 0.93 ms of CPU on the way to an upload's verdict, against 0.04 ms compiled (in process).
+_SUBMISSION = compiled.ids(1)[0]
+
+
 def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
-    """The submission's final state from its stored results and findings; a final submission holds no lease."""
+    """The submission's final state from its stored results and findings; a final submission holds no lease.
+    Returns `submission` with its state, finished_at and lease as stored (its other fields as given), or, where it
+    was final already, the submission as stored."""
     # No savepoint inside a caller's transaction (an upload's verdict: two round trips more on PostgreSQL);
     # nothing catches its errors to carry on, and an error rolls the caller's transaction back.
     with transaction.atomic(savepoint=False):
         # Locked and judged in one statement (each is a round trip on the way to an upload's verdict).
-        submission = Submission.objects.select_for_update().annotate(
-            noncompliant_result=Exists(Result.objects.filter(submission=OuterRef("pk"),
-                                                             verdict=Result.Verdict.NONCOMPLIANT)),
-            bundle_error=Exists(Finding.objects.filter(submission=OuterRef("pk"), result=None,
-                                                       severity=Finding.Severity.ERROR)),
-        ).get(pk=submission.pk)
-        noncompliant = submission.noncompliant_result or submission.bundle_error
+        rows = compiled.rows("ingest.results.finish_facts", lambda: _finish_facts(_SUBMISSION),
+                             {_SUBMISSION: submission.pk}, prepare=True)
+        if not rows:
+            raise Submission.DoesNotExist(f"no submission {submission.pk}")
+        stored_state, finished_at, noncompliant_result, bundle_error = rows[0]
+        noncompliant = bool(noncompliant_result) or bool(bundle_error)
         state = Submission.State.NONCOMPLIANT if noncompliant else Submission.State.VERIFIED
-        if submission.state == state and submission.finished_at is not None:
-            return submission
-        before = {"state": submission.state}
+        if stored_state == state and finished_at is not None:
+            return Submission.objects.get(pk=submission.pk)  # finished already (an import run again): as stored
+        before = {"state": stored_state}
         submission.state = state
         submission.finished_at = timezone.now()
         submission.lease_expires_at = None

@@ -445,7 +445,8 @@ def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(
     # Locks taken only to hold the row (FOR UPDATE on PostgreSQL; SQLite locks the whole file): _store's, which
     # also asks whether the row is still this attempt's; not one more per stored item (the bundle has 7).
     # submission_finish locks it in the statement that judges it.
-    locks = [s for s in statements if s.startswith('SELECT 1 AS "A" FROM "INGEST_SUBMISSION"')]
+    lease_check = 'SELECT "INGEST_SUBMISSION"."ID" AS "PK" FROM "INGEST_SUBMISSION" WHERE'
+    locks = [s for s in statements if s.startswith(lease_check)]
     assert len(locks) == 1, locks
     assert Result.objects.filter(submission_id=submission_id, is_current=True).count() == 7
     # The claim's audit row, then the verdict's in one INSERT (accounts.services.audit_batch): a row per result,

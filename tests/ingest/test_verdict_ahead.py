@@ -180,11 +180,27 @@ def test_a_lease_lost_before_the_store_ahead_stores_nothing(people, round_open, 
                                                             django_capture_on_commit_callbacks) -> None:
     archive, _ = bundle
     submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
-    monkeypatch.setattr(submissions, "_ours", lambda submission: Submission.objects.none())  # another took it
+    monkeypatch.setattr(submissions, "_still_ours", lambda submission: False)  # another took it
     after_the_checks = _counted(monkeypatch, "_store")
     assert submissions.submission_verify(submission_id=submission.pk) == "lease lost"
     assert after_the_checks == [] and not Result.objects.filter(submission=submission).exists()
     assert Submission.objects.get(pk=submission.pk).state == Submission.State.VERIFYING  # the other's to finish
+
+
+def test_the_lease_check_holds_only_for_the_attempt_that_claimed_the_row(people, round_open, bundle,  # noqa: F811
+                                                                          django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    claimed = submissions._claim(submission.pk)
+    assert claimed is not None
+
+    assert submissions._still_ours(claimed) is True
+    # The sweeper handed it out again: another attempt holds it now, then another state.
+    Submission.objects.filter(pk=submission.pk).update(attempts=claimed.attempts + 1)
+    assert submissions._still_ours(claimed) is False
+    Submission.objects.filter(pk=submission.pk).update(attempts=claimed.attempts, state=Submission.State.RECEIVED)
+    assert submissions._still_ours(claimed) is False
+    assert submissions._still_ours(Submission(pk=submission.pk + 1, attempts=claimed.attempts)) is False
 
 
 @pytest.mark.django_db(transaction=True)
