@@ -9,13 +9,13 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from accounts.models import Membership
+from accounts.models import Membership, Organization
 from accounts.viewer import _compute
 from catalog.models import Round
 from core import compiled
 from ingest.models import Submission
 from ingest.visibility import _reviewed_rounds, _submitted_to_rounds_in_review
-from tests.factories import SubmissionFactory
+from tests.factories import OrganizationFactory, SubmissionFactory
 from tests.people import make_people, open_round, set_phase
 
 pytestmark = pytest.mark.django_db
@@ -76,3 +76,45 @@ def test_a_viewer_read_once_built_has_the_memberships_and_chairs_of_the_orm() ->
     alice = _compute(people.alice)
     assert alice.roles == {people.acme.pk: frozenset({Membership.Role.SUBMITTER, Membership.Role.ADMIN})}
     assert Round.objects.filter(pk__in=chair.chaired_round_ids).exists()
+
+
+def test_texts_stand_for_any_text_compared_as_it_is() -> None:
+    people = make_people()
+    text = compiled.texts(1)[0]
+
+    def build() -> QuerySet:
+        return Organization.objects.filter(name=text).order_by("pk").values_list("pk")
+
+    OrganizationFactory(name="O'Brien % _ \\ \"quoted\"")
+    for name in ("Acme", "Zeta", "O'Brien % _ \\ \"quoted\"", "O'Brien %", ""):
+        expected = list(Organization.objects.filter(name=name).values_list("pk"))
+        assert compiled.rows("test.organization_by_name", build, {text: name}) == expected
+    assert compiled.rows("test.organization_by_name", lambda: None, {compiled.texts(1)[0]: people.acme.name}) == [
+        (people.acme.pk,)]  # built once: the builder is not called again
+    with pytest.raises(ValueError):
+        compiled.texts(len(compiled.PLACEHOLDER_TEXTS) + 1)
+
+
+@pytest.mark.parametrize("later", [-1, 0, 1])
+def test_the_entrys_current_version_says_whether_a_newer_upload_holds_it(later: int) -> None:
+    """results._current_version compares upload times in the statement (and ids within one clock tick), as
+    Submission.upload_order does."""
+    from types import SimpleNamespace
+
+    from ingest.services.results import _current_version
+    from tests.factories import ResultFactory
+
+    current = ResultFactory(is_current=True)
+    held_by = current.submission
+    uploaded_at = held_by.uploaded_at + datetime.timedelta(microseconds=later)
+    other = SubmissionFactory(round=current.round, organization=current.organization, uploaded_at=uploaded_at)
+    Submission.objects.filter(pk=other.pk).update(uploaded_at=uploaded_at)  # as given, whatever auto_now_add does
+    other.refresh_from_db()
+    entry = SimpleNamespace(system=current.system_slug, benchmark=current.benchmark_key)
+
+    found = _current_version(other, entry)  # type: ignore[arg-type]
+
+    assert found is not None and found[:3] == (current.pk, current.score, current.verdict)
+    assert found[3] is (held_by.upload_order > other.upload_order)
+    assert found[3] is (later < 0 or (later == 0 and held_by.pk > other.pk))
+    assert _current_version(other, SimpleNamespace(system=current.system_slug, benchmark="other")) is None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Organization
@@ -26,8 +28,40 @@ from ingest.locks import entry_lock
 from ingest.metrics import coefficient_of_variation, derived, memory_gb, price_per_hour
 from ingest.models import Finding, Result, Run, Submission, System
 
+# The ids and texts of the reads below, each built once per process (core.compiled): on the way to an upload's
+# verdict, beside its checks, building them through the ORM each time cost 0.44 (the system), 0.45 (the
+# benchmark), 0.60 (the entry's current version) and 0.93 ms (submission_finish) of CPU, against ~0.05 ms compiled.
+_SUBMISSION, _ROUND, _ORGANIZATION = compiled.ids(3)
+_SLUG, _DIGEST, _BENCHMARK = compiled.texts(3)
 
-def _system_for(*, round: Round, organization: Organization, slug: str, facts: SystemFacts) -> System:
+
+@dataclass(frozen=True)
+class _SystemRow:
+    """What a stored result copies of its system (result_store)."""
+
+    pk: int
+    name: str
+    accelerator_model_name: str
+    framework: str
+    category: str
+    system_type: str
+    accelerator_count: int | None
+    number_of_nodes: int | None
+    host_processor_count: int | None
+
+
+_SYSTEM_COLUMNS = tuple(field.name for field in dataclasses.fields(_SystemRow))
+
+
+def _system_for(*, round: Round, organization: Organization, slug: str, facts: SystemFacts) -> _SystemRow:
+    found = compiled.rows(
+        "ingest.results.system",
+        lambda: System.objects.filter(round_id=_ROUND, organization_id=_ORGANIZATION, slug=_SLUG,
+                                      description_sha256=_DIGEST).order_by().values_list(*_SYSTEM_COLUMNS),
+        {_ROUND: round.pk, _ORGANIZATION: organization.pk, _SLUG: slug, _DIGEST: facts.sha256}, prepare=True)
+    if found:
+        return _SystemRow(*found[0])
+    # This description's first result in the round: made here (or found, where another made it meanwhile).
     system, _ = System.objects.get_or_create(
         round=round,
         organization=organization,
@@ -52,7 +86,36 @@ def _system_for(*, round: Round, organization: Organization, slug: str, facts: S
             "framework": facts.text("framework")[:300],
         },
     )
-    return system
+    return _SystemRow(*(getattr(system, name) for name in _SYSTEM_COLUMNS))
+
+
+def _benchmark_id(round: Round, key: str) -> int | None:
+    found = compiled.rows(
+        "ingest.results.benchmark",
+        lambda: Benchmark.objects.filter(round_id=_ROUND, key=_BENCHMARK).order_by("pk").values_list("pk")[:1],
+        {_ROUND: round.pk, _BENCHMARK: key}, prepare=True)
+    return found[0][0] if found else None
+
+
+def _current_version(submission: Submission, report: ItemReport) -> tuple[int, float | None, str, bool] | None:
+    """The entry's current version, locked: (its id, score, verdict, whether a newer upload than `submission`'s
+    holds it), or None. Newer: a later upload, the id breaking ties within a clock tick (Submission.upload_order)."""
+    now = compiled.PLACEHOLDER_NOW  # stands for the submission's upload time
+    newer = Q(submission__uploaded_at__gt=now) | Q(submission__uploaded_at=now, submission_id__gt=_SUBMISSION)
+    found = compiled.rows(
+        "ingest.results.current_version",
+        lambda: Result.objects.select_for_update()
+        .filter(round_id=_ROUND, organization_id=_ORGANIZATION, system_slug=_SLUG, benchmark_key=_BENCHMARK,
+                is_current=True)
+        .annotate(newer=ExpressionWrapper(newer, output_field=BooleanField()))
+        .order_by("pk")  # at most one is current (a constraint); Result's default ordering joins the round
+        .values_list("pk", "score", "verdict", "newer")[:1],
+        {_ROUND: submission.round_id, _ORGANIZATION: submission.organization_id, _SLUG: report.system,
+         _BENCHMARK: report.benchmark, now: submission.uploaded_at, _SUBMISSION: submission.pk}, prepare=True)
+    if not found:
+        return None
+    pk, score, verdict, is_newer = found[0]
+    return pk, score, verdict, bool(is_newer)
 
 
 def submission_open(
@@ -87,11 +150,6 @@ def _finish_facts(submission_id: int) -> QuerySet[Any, Any]:
         bundle_error=Exists(Finding.objects.filter(submission=OuterRef("pk"), result=None,
                                                    severity=Finding.Severity.ERROR)),
     ).order_by().values_list("state", "finished_at", "noncompliant_result", "bundle_error")
-
-
-# The submission in _finish_facts, which is built once per process (core.compiled): through the ORM each time it
-# cost 0.93 ms of CPU on the way to an upload's verdict, against 0.04 ms compiled (in process).
-_SUBMISSION = compiled.ids(1)[0]
 
 
 def submission_finish(*, submission: Submission, actor: Actor) -> Submission:
@@ -201,26 +259,16 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
     round = submission.round
     organization = submission.organization
     system = _system_for(round=round, organization=organization, slug=report.system, facts=report.system_facts)
-    benchmark_id = Benchmark.objects.filter(round=round, key=report.benchmark).values_list("pk", flat=True).first()
+    benchmark_id = _benchmark_id(round, report.benchmark)
     # Uploads of one entry are serialized here, so the one-current-result constraint never fires.
     entry_lock(round_id=round.pk, organization_id=organization.pk, system=report.system, benchmark=report.benchmark)
-    current = (
-        Result.objects.select_for_update()
-        .select_related("submission")
-        # What is read of it below (the audit row, the upload order): building and reading every column of
-        # both rows cost each stored item ~1 ms of CPU.
-        .only("pk", "score", "verdict", "submission__id", "submission__uploaded_at")
-        .filter(round=round, organization=organization, system_slug=report.system,
-                benchmark_key=report.benchmark, is_current=True)
-        .order_by("pk")  # at most one is current (a constraint); Result's default ordering joins the round
-        .first()
-    )
+    current = _current_version(submission, report)
     # The newest upload holds the entry, whatever order the verifications finish in: a late verdict
     # on an older upload is stored as history behind the current version.
-    newer = current if current is not None and current.submission.upload_order > submission.upload_order else None
+    newer = current[0] if current is not None and current[3] else None
     previous = None if newer is not None else current
     if previous is not None:
-        Result.objects.filter(pk=previous.pk).update(is_current=False)
+        Result.objects.filter(pk=previous[0]).update(is_current=False)
     facts = report.system_facts
     host_memory = memory_gb(facts.description.get("host_memory_capacity"))
     if host_memory is not None and facts.number_of_nodes:
@@ -251,7 +299,7 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
         submission=submission,
         round=round,
         organization=organization,
-        system=system,
+        system_id=system.pk,
         benchmark_id=benchmark_id,
         system_slug=report.system,
         benchmark_key=report.benchmark,
@@ -273,7 +321,7 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
         verdict=report.verdict,
         tool_version=report.tool_version,
         is_current=newer is None,
-        superseded_by=newer,
+        superseded_by_id=newer,
     )
     runs = Run.objects.bulk_create(
         [
@@ -306,14 +354,14 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
         findings += [_finding(submission=submission, result=result, run=run, finding=f) for f in run_report.findings]
     Finding.objects.bulk_create(findings)
     if previous is not None:
-        Result.objects.filter(pk=previous.pk).update(superseded_by=result)
+        Result.objects.filter(pk=previous[0]).update(superseded_by=result)
     audit_record(
         actor=actor,
         action="result.create",
         subject=result,
-        before={"result": previous.pk, "score": previous.score, "verdict": previous.verdict} if previous else {},
+        before={"result": previous[0], "score": previous[1], "verdict": previous[2]} if previous else {},
         after={"score": result.score, "verdict": result.verdict, "digest": result.digest,
-               **({"history_behind": newer.pk} if newer is not None else {})})
+               **({"history_behind": newer} if newer is not None else {})})
     # On commit: tables, charts and the API show the new version; the cached pages of other rounds stand.
     bump_generation(round_id=round.pk)
     return result
