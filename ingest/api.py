@@ -153,9 +153,9 @@ class SubmissionListCreateApi(APIView):
             # The upload's own request waits for the verdict: a client that then asked for the status in a
             # request of its own cost the web server a second sign-in, lookup and answer (~3 ms of CPU) on the
             # same cores as the checks (bench/upload_latency.py).
-            visible = selectors.submissions_visible_to(request.user).select_related("round", "organization")
+            followed = selectors.submission_followed(request.user, outcome.submission)
             with contextlib.suppress(NotFound):  # the upload stands; its answer only lacks a status then
-                submission, waited = waiting.follow(visible, outcome.submission, wait, request.META, final=True)
+                submission, waited = waiting.follow(followed, outcome.submission, wait, request.META, final=True)
                 if waited or submission.is_final:
                     body["status"] = selectors.submission_status(submission, request)
         response = Response(body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK)
@@ -183,7 +183,8 @@ class SubmissionDetailApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         # The round's and the organization's slugs are in the answer: read with the row, not one query each.
         visible = selectors.submissions_visible_to(request.user).select_related("round", "organization")
-        submission, waited = waiting.follow(visible, get_object_or_404(visible, pk=pk),
+        submission = get_object_or_404(visible, pk=pk)
+        submission, waited = waiting.follow(selectors.submission_followed(request.user, submission), submission,
                                             request.query_params.get("wait"), request.META)
         response = Response(selectors.submission_status(submission, request))
         if waited:

@@ -6,13 +6,15 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
 from catalog.models import Round
 from ingest.models import Result, Submission
 from ingest.visibility import (
-    visible_findings_of_submission,
-    visible_results_of_submission,
+    finding_rows_of_submission,
+    result_rows_of_submission,
+    submissions_followed_by,
     visible_submissions,
 )
 
@@ -81,6 +83,12 @@ def submissions_visible_to(user: Any) -> QuerySet[Submission]:
     return visible_submissions(user).order_by("-created_at")
 
 
+def submission_followed(user: Any, submission: Submission) -> QuerySet[Submission]:
+    """Where a request waiting for `submission`'s state reads it again (ingest.waiting), with what its status
+    names (the round, the organization): it holds the submission exactly while the visitor may see it."""
+    return submissions_followed_by(user, submission).select_related("round", "organization")
+
+
 def submission_elapsed(submission: Submission) -> float:
     end = submission.finished_at or timezone.now()
     return round(max(0.0, (end - submission.created_at).total_seconds()), 3)
@@ -121,10 +129,8 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
 
     user = request.user if request is not None else AnonymousUser()
     # Every column shown is the result's own (its facts are copied from the system): no join.
-    results = (visible_results_of_submission(user, submission).order_by("system_slug", "benchmark_key")
-               .only(*_STATUS_RESULT_COLUMNS))
-    findings = (visible_findings_of_submission(user, submission).order_by("file", "line", "id")
-                .only(*_STATUS_FINDING_COLUMNS))
+    results = result_rows_of_submission(user, submission, _STATUS_RESULT_COLUMNS, ("system_slug", "benchmark_key"))
+    findings = finding_rows_of_submission(user, submission, _STATUS_FINDING_COLUMNS, ("file", "line", "id"))
     return {
         **submission_summary(submission, request),
         "queue_position": queue_position(submission),
@@ -132,33 +138,34 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
         "attempts": submission.attempts,
         "results": [
             {
-                "id": r.pk,
-                "system": r.system_slug,
-                "benchmark": r.benchmark_key,
-                "division": r.division or None,
-                "verdict": r.verdict,
-                "score": r.score,
-                "raw_score": r.raw_score,
-                "scaling_factor": r.scaling_factor,
-                "runs": r.runs_count,
-                "runs_compliant": r.runs_compliant,
-                "is_current": r.is_current,
-                "url": absolute(r.get_absolute_url()),
+                "id": pk,
+                "system": system,
+                "benchmark": benchmark,
+                "division": division or None,
+                "verdict": verdict,
+                "score": score,
+                "raw_score": raw_score,
+                "scaling_factor": scaling_factor,
+                "runs": runs,
+                "runs_compliant": runs_compliant,
+                "is_current": bool(is_current),
+                "url": absolute(reverse("leaderboard:result", args=[pk])),  # Result.get_absolute_url
             }
-            for r in results
+            for (pk, system, benchmark, division, verdict, score, raw_score, scaling_factor, runs, runs_compliant,
+                 is_current) in results
         ],
         "findings": [
             {
-                "severity": f.severity,
-                "checker": f.checker,
-                "check": f.checker,  # the earlier name of `checker`, kept for clients written against it
-                "rule": f.rule,
-                "file": f.file,
-                "line": f.line,
-                "message": f.message,
-                "excerpt": f.excerpt,
+                "severity": severity,
+                "checker": checker,
+                "check": checker,  # the earlier name of `checker`, kept for clients written against it
+                "rule": rule,
+                "file": file,
+                "line": line,
+                "message": message,
+                "excerpt": excerpt,
             }
-            for f in findings
+            for _pk, severity, checker, rule, file, line, message, excerpt in findings
         ],
         "error": PLATFORM_ERROR if submission.state == Submission.State.ERROR else None,
     }

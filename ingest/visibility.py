@@ -311,6 +311,43 @@ def visible_findings_of_submission(user: Visitor | Viewer, submission: Submissio
     return visible_findings(user).filter(submission=submission)
 
 
+# The submission in the reads below, built once per process (core.compiled).
+_SUBMISSION = compiled.ids(1)[0]
+
+
+def result_rows_of_submission(user: Visitor | Viewer, submission: Submission, columns: tuple[str, ...],
+                              ordering: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """`columns` of visible_results_of_submission, in `ordering`, as the database driver gives them (a boolean may
+    be 0 or 1). For a visitor who may see every result of the organization, read by a statement built once per
+    process (core.compiled): the status a client waits for is built the moment its verdict is stored, and
+    building its two reads through the ORM cost ~0.7 ms of CPU on the way to the client."""
+    if _sees_all_of(user, submission.organization_id):
+        return compiled.rows(("ingest.visibility.result_rows", columns, ordering),
+                             lambda: Result.objects.filter(submission_id=_SUBMISSION).order_by(*ordering)
+                             .values_list(*columns), {_SUBMISSION: submission.pk}, prepare=True)
+    return list(visible_results_of_submission(user, submission).order_by(*ordering).values_list(*columns))
+
+
+def finding_rows_of_submission(user: Visitor | Viewer, submission: Submission, columns: tuple[str, ...],
+                               ordering: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """`columns` of visible_findings_of_submission, in `ordering`, as result_rows_of_submission reads them."""
+    if _sees_all_of(user, submission.organization_id):
+        return compiled.rows(("ingest.visibility.finding_rows", columns, ordering),
+                             lambda: Finding.objects.filter(submission_id=_SUBMISSION).order_by(*ordering)
+                             .values_list(*columns), {_SUBMISSION: submission.pk}, prepare=True)
+    return list(visible_findings_of_submission(user, submission).order_by(*ordering).values_list(*columns))
+
+
+def submissions_followed_by(user: Visitor | Viewer, submission: Submission) -> QuerySet[Submission]:
+    """A set that holds `submission` exactly while `visible_submissions(user)` does, to read it again from (a
+    client waiting for its state, ingest.waiting): for a visitor who may see every result of its organization,
+    that organization's submissions, a condition whose statement costs a fraction of the whole rule's to build
+    (each look after the verdict's ring reads it)."""
+    if _sees_all_of(user, submission.organization_id):
+        return Submission.objects.filter(organization_id=submission.organization_id)
+    return visible_submissions(user)
+
+
 def _sees_all_of(user: Visitor | Viewer, organization_id: int) -> bool:
     """Whether the grant covers every result of the organization, and so its submissions (see _granted)."""
     grant, _ = _grant_at(user, None)

@@ -29,7 +29,8 @@ from tests.factories import (
 ROOT = Path(__file__).resolve().parents[2]
 SELECTORS = {"visible_results", "visible_round_results", "visible_results_of_rounds", "visible_runs",
              "visible_findings", "visible_systems", "visible_submissions", "visible_rounds",
-             "visible_results_of_submission", "visible_findings_of_submission"}
+             "visible_results_of_submission", "visible_findings_of_submission", "result_rows_of_submission",
+             "finding_rows_of_submission", "submissions_followed_by"}
 
 
 def test_the_public_api_is_the_selectors_and_nothing_that_forgets_the_hold() -> None:
@@ -137,6 +138,14 @@ def test_a_submission_s_results_and_findings_are_the_rule_decided_for_its_organi
                 == set(results.values_list("pk", flat=True)), (user, submission)
             assert set(visibility.visible_findings_of_submission(user, submission).values_list("pk", flat=True)) \
                 == set(findings.values_list("pk", flat=True)), (user, submission)
+            # The rows the status shows, read once built for the organization's own members, the same ones.
+            assert [row[0] for row in visibility.result_rows_of_submission(user, submission, ("pk",), ("pk",))] \
+                == list(results.order_by("pk").values_list("pk", flat=True)), (user, submission)
+            assert [row[0] for row in visibility.finding_rows_of_submission(user, submission, ("pk",), ("pk",))] \
+                == list(findings.order_by("pk").values_list("pk", flat=True)), (user, submission)
+            # What a client waiting for its state reads it again from holds it exactly when the rule does.
+            assert visibility.submissions_followed_by(user, submission).filter(pk=submission.pk).exists() \
+                == visibility.visible_submissions(user).filter(pk=submission.pk).exists(), (user, submission)
             if user is member:
                 seen_by_member += findings.count()
     from ingest.models import Finding
