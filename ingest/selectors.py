@@ -6,7 +6,6 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import QuerySet
-from django.urls import reverse
 from django.utils import timezone
 
 from catalog.models import Round
@@ -116,7 +115,7 @@ def submission_summary(submission: Submission, request: Any | None = None) -> di
 # for once the verdict is stored).
 _STATUS_RESULT_COLUMNS = ("id", "system_slug", "benchmark_key", "division", "verdict", "score", "raw_score",
                           "scaling_factor", "runs_count", "runs_compliant", "is_current")
-_STATUS_FINDING_COLUMNS = ("id", "severity", "checker", "rule", "file", "line", "message", "excerpt")
+_STATUS_FINDING_COLUMNS = ("severity", "checker", "rule", "file", "line", "message", "excerpt")
 
 
 def submission_status(submission: Submission, request: Any | None = None) -> dict[str, Any]:
@@ -149,7 +148,7 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
                 "runs": runs,
                 "runs_compliant": runs_compliant,
                 "is_current": bool(is_current),
-                "url": absolute(reverse("leaderboard:result", args=[pk])),  # Result.get_absolute_url
+                "url": absolute(Result(pk=pk).get_absolute_url()),
             }
             for (pk, system, benchmark, division, verdict, score, raw_score, scaling_factor, runs, runs_compliant,
                  is_current) in results
@@ -165,7 +164,7 @@ def submission_status(submission: Submission, request: Any | None = None) -> dic
                 "message": message,
                 "excerpt": excerpt,
             }
-            for _pk, severity, checker, rule, file, line, message, excerpt in findings
+            for severity, checker, rule, file, line, message, excerpt in findings
         ],
         "error": PLATFORM_ERROR if submission.state == Submission.State.ERROR else None,
     }
