@@ -60,7 +60,14 @@ sys.path.insert(0, str(ROOT))
 from bench import proc_cpu  # noqa: E402
 from core import http  # noqa: E402
 from ingest.cli.archives import pack_folder  # noqa: E402
-from ingest.cli.submit import POLL_FIRST_S, POLL_MAX_S, SERVER_WAIT_S, encode_multipart  # noqa: E402
+from ingest.cli.submit import (  # noqa: E402
+    ENDED_STATES,
+    FINAL_STATES,
+    POLL_FIRST_S,
+    POLL_MAX_S,
+    SERVER_WAIT_S,
+    encode_multipart,
+)
 from ingest.demo import write_demo_tree  # noqa: E402
 from ingest.engine import tool  # noqa: E402
 
@@ -330,7 +337,7 @@ class Api:
         raise TimeoutError(f"submission {accepted['id']} not final after {timeout} s")
 
 
-FINAL = ("verified", "noncompliant", "error", "superseded")
+FINAL = (*FINAL_STATES, *ENDED_STATES)  # where the command-line client stops following too
 
 
 TIMES = """

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -97,9 +97,18 @@ def _benchmark_id(round: Round, key: str) -> int | None:
     return found[0][0] if found else None
 
 
-def _current_version(submission: Submission, report: ItemReport) -> tuple[int, float | None, str, bool] | None:
-    """The entry's current version, locked: (its id, score, verdict, whether a newer upload than `submission`'s
-    holds it), or None. Newer: a later upload, the id breaking ties within a clock tick (Submission.upload_order)."""
+class _Version(NamedTuple):
+    """An entry's current version, as result_store reads it."""
+
+    pk: int
+    score: float | None
+    verdict: str
+    newer: bool  # held by a later upload than the one being stored
+
+
+def _current_version(submission: Submission, report: ItemReport) -> _Version | None:
+    """The entry's current version, locked, or None. Newer: a later upload than `submission`'s, the id breaking
+    ties within a clock tick (Submission.upload_order)."""
     now = compiled.PLACEHOLDER_NOW  # stands for the submission's upload time
     newer = Q(submission__uploaded_at__gt=now) | Q(submission__uploaded_at=now, submission_id__gt=_SUBMISSION)
     found = compiled.rows(
@@ -114,8 +123,8 @@ def _current_version(submission: Submission, report: ItemReport) -> tuple[int, f
          _BENCHMARK: report.benchmark, now: submission.uploaded_at, _SUBMISSION: submission.pk}, prepare=True)
     if not found:
         return None
-    pk, score, verdict, is_newer = found[0]
-    return pk, score, verdict, bool(is_newer)
+    pk, score, verdict, newer_upload = found[0]
+    return _Version(pk, score, verdict, bool(newer_upload))
 
 
 def submission_open(
@@ -265,10 +274,10 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
     current = _current_version(submission, report)
     # The newest upload holds the entry, whatever order the verifications finish in: a late verdict
     # on an older upload is stored as history behind the current version.
-    newer = current[0] if current is not None and current[3] else None
+    newer = current.pk if current is not None and current.newer else None
     previous = None if newer is not None else current
     if previous is not None:
-        Result.objects.filter(pk=previous[0]).update(is_current=False)
+        Result.objects.filter(pk=previous.pk).update(is_current=False)
     facts = report.system_facts
     host_memory = memory_gb(facts.description.get("host_memory_capacity"))
     if host_memory is not None and facts.number_of_nodes:
@@ -354,12 +363,12 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
         findings += [_finding(submission=submission, result=result, run=run, finding=f) for f in run_report.findings]
     Finding.objects.bulk_create(findings)
     if previous is not None:
-        Result.objects.filter(pk=previous[0]).update(superseded_by=result)
+        Result.objects.filter(pk=previous.pk).update(superseded_by=result)
     audit_record(
         actor=actor,
         action="result.create",
         subject=result,
-        before={"result": previous[0], "score": previous[1], "verdict": previous[2]} if previous else {},
+        before={"result": previous.pk, "score": previous.score, "verdict": previous.verdict} if previous else {},
         after={"score": result.score, "verdict": result.verdict, "digest": result.digest,
                **({"history_behind": newer} if newer is not None else {})})
     # On commit: tables, charts and the API show the new version; the cached pages of other rounds stand.

@@ -218,7 +218,7 @@ def submission_upload(*, actor: User, organization: Organization, round: Round, 
                 handoff.hand_over(unpacked, submission_id=submission_id, sha256=sha256, limits=limits)
                 transaction.on_commit(lambda: enqueue(submission_id))
         except IntegrityError:
-            existing = Submission.objects.filter(round=round, organization=organization, sha256=sha256).first()
+            existing = _same_bytes(round, organization, sha256)
             if existing is None:
                 raise  # another constraint: not a race of the same bytes
             return UploadOutcome(existing, created=False)
