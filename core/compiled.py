@@ -12,22 +12,29 @@ match nothing; a text placeholder stands only for a value compared as it is (an 
 of it). The builder must give the same SQL for the same placeholders; a query whose shape depends on the values
 (an IN list's length) takes that length as part of its name. Rows come back as the database driver gives them:
 use it for integers, floats and strings only (no column that needs the ORM's converters, such as SQLite's dates
-or booleans: compare a date in the query, and take a boolean's truth).
+or booleans: compare a date in the query, and take a boolean's truth). `objects` gives model instances instead, each
+column through the converters the ORM applies.
 """
 
 from __future__ import annotations
 
 import datetime
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from django.db import connections
-from django.db.models import QuerySet
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model, QuerySet
+from django.db.models.query import ModelIterable, get_related_populators  # type: ignore[attr-defined]  # not in the stubs
+from django.db.models.sql import UpdateQuery
 
 from core import prepared
 
 PLACEHOLDER_IDS = tuple(range(-987_654_301, -987_654_401, -1))  # a hundred distinct ids no row has
 PLACEHOLDER_NOW = datetime.datetime(1901, 2, 3, 4, 5, 6, 789_012, tzinfo=datetime.UTC)
+# More dates, for a statement that takes several (PLACEHOLDER_NOW is the first).
+PLACEHOLDER_DATES = tuple(PLACEHOLDER_NOW + datetime.timedelta(microseconds=i) for i in range(4))
 PLACEHOLDER_TEXTS = tuple(f"\x00podium-placeholder-{i}\x00" for i in range(8))
 
 # (name, database alias, vendor) -> (SQL, its parameters, the placeholder each parameter is, or None)
@@ -56,15 +63,109 @@ def statement(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[A
     if kept is None:
         sql, compiled_params = build().query.sql_with_params()
         params = list(compiled_params)
-        # The backend may have adapted a date already (SQLite: to text): compare with what it makes of ours.
-        now = connection.ops.adapt_datetimefield_value(PLACEHOLDER_NOW)
-        slots = [param if _is_id(param) or _is_text(param) else PLACEHOLDER_NOW if param == now else None
-                 for param in params]
-        kept = _kept[key] = (sql, params, slots)
+        kept = _kept[key] = (sql, params, _slots(connection, params))
     sql, params, slots = kept
     given = [param if slot is None else _adapted(connection, values[slot]) for param, slot in zip(params, slots,
                                                                                                     strict=True)]
     return sql, given
+
+
+class _Maker:
+    """What ModelIterable works out from a compiled query before its first row, kept: the statement, where each
+    model's columns are, the converters of each column, how select_related's rows are set on each instance."""
+
+    def __init__(self, queryset: QuerySet[Any], connection: BaseDatabaseWrapper) -> None:
+        query = queryset.query
+        if (queryset._iterable_class is not ModelIterable
+                or queryset._prefetch_related_lookups  # type: ignore[attr-defined]  # not in the stubs
+                or queryset._known_related_objects  # type: ignore[attr-defined]
+                or query.annotation_select or query.extra_select):
+            raise ValueError("objects() reads plain model instances: no values(), annotation, extra or prefetch")
+        compiler = query.get_compiler(connection=connection)
+        sql, compiled_params = compiler.as_sql()  # also fills select and klass_info, as executing would
+        self.sql, self.params = sql, list(compiled_params)
+        self.slots = _slots(connection, self.params)
+        select, klass_info = compiler.select, compiler.klass_info
+        self.model: type[Model] = klass_info["model"]
+        fields = klass_info["select_fields"]
+        self.start, self.end = fields[0], fields[-1] + 1
+        self.init_list = [column[0].target.attname for column in select[self.start:self.end]]
+        self.related = get_related_populators(klass_info, select, connection.alias)
+        self.converters = list(compiler.get_converters([column[0] for column in select[:compiler.col_count]]).items())
+
+
+# Per connection (a thread's own): a compiler and its converters belong to the connection they were made for.
+_makers: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[Hashable, _Maker]] = weakref.WeakKeyDictionary()
+
+
+def objects(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, Any],
+            using: str = "default", *, prepare: bool = False) -> list[Any]:
+    """The model instances of `build()` (a queryset of instances built with placeholders; select_related
+    allowed), as the ORM would make them, with each placeholder replaced as `rows` does."""
+    connection = connections[using]
+    kept = _makers.setdefault(connection, {})
+    maker = kept.get(name)
+    if maker is None:
+        maker = kept[name] = _Maker(build(), connection)
+    given = [param if slot is None else _adapted(connection, values[slot])
+             for param, slot in zip(maker.params, maker.slots, strict=True)]
+    with prepared.cursor(connection) if prepare else connection.cursor() as cursor:
+        cursor.execute(maker.sql, given)
+        fetched = cursor.fetchall()
+    made = []
+    for fetched_row in fetched:
+        row = list(fetched_row)
+        for position, (converters, expression) in maker.converters:
+            value = row[position]
+            for converter in converters:
+                value = converter(value, expression, connection)
+            row[position] = value
+        instance = maker.model.from_db(using, maker.init_list, row[maker.start:maker.end])
+        for related in maker.related:
+            related.populate(row, instance)
+        made.append(instance)
+    return made
+
+
+def update(name: Hashable, build: Callable[[], tuple[QuerySet[Any], dict[str, Any]]], values: dict[Any, Any],
+           using: str = "default") -> int:
+    """`queryset.update(**assignments)` for the (queryset, assignments) `build()` gives, built with placeholders
+    (in the filter and in the assigned values), run with each replaced as `rows` does; the number of rows
+    updated. For a plain update of one table (no related model's fields)."""
+    connection = connections[using]
+    key = ("update", name, using, connection.vendor)
+    kept = _kept.get(key)
+    if kept is None:
+        queryset, assignments = build()
+        query = queryset.query.chain(UpdateQuery)
+        query.add_update_values(assignments)  # type: ignore[attr-defined]  # an UpdateQuery's, as chain() made it
+        if query.related_updates:
+            raise ValueError("update() runs one statement: no related model's fields")
+        sql, compiled_params = query.get_compiler(connection=connection).as_sql()
+        params = list(compiled_params)
+        kept = _kept[key] = (sql, params, _slots(connection, params))
+    sql, params, slots = kept
+    given = [param if slot is None else _adapted(connection, values[slot]) for param, slot in zip(params, slots,
+                                                                                                    strict=True)]
+    with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
+        cursor.execute(sql, given)
+        return int(cursor.rowcount)
+
+
+def _slots(connection: BaseDatabaseWrapper, params: list[Any]) -> list[Any]:
+    """The placeholder each parameter is, or None."""
+    # The backend may have adapted a date already (SQLite: to text): compare with what it makes of ours.
+    dates = {connection.ops.adapt_datetimefield_value(date): date for date in PLACEHOLDER_DATES}
+    return [param if _is_id(param) or _is_text(param) else dates.get(param) if _hashable(param) else None
+            for param in params]
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _is_id(value: Any) -> bool:

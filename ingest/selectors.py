@@ -11,9 +11,9 @@ from django.utils import timezone
 from catalog.models import Round
 from ingest.models import Result, Submission
 from ingest.visibility import (
+    FollowedSubmission,
     finding_rows_of_submission,
     result_rows_of_submission,
-    submissions_followed_by,
     visible_submissions,
 )
 
@@ -82,10 +82,10 @@ def submissions_visible_to(user: Any) -> QuerySet[Submission]:
     return visible_submissions(user).order_by("-created_at")
 
 
-def submission_followed(user: Any, submission: Submission) -> QuerySet[Submission]:
+def submission_followed(user: Any, submission: Submission) -> FollowedSubmission:
     """Where a request waiting for `submission`'s state reads it again (ingest.waiting), with what its status
-    names (the round, the organization): it holds the submission exactly while the visitor may see it."""
-    return submissions_followed_by(user, submission).select_related("round", "organization")
+    names (the round, the organization): it finds the submission exactly while the visitor may see it."""
+    return FollowedSubmission(user, submission)
 
 
 def submission_elapsed(submission: Submission) -> float:

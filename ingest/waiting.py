@@ -25,7 +25,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -87,16 +87,40 @@ _clock: Callable[[], float] = time.monotonic
 _sleep: Callable[[float], None] = time.sleep
 
 
-def until_moved(submissions: QuerySet[Submission], submission: Submission,
+class Followed(Protocol):
+    """One submission as the waiting request's visitor may see it (ingest.visibility.FollowedSubmission): its
+    state, and its row with the round and the organization; None once it left their sight."""
+
+    def state(self) -> str | None: ...
+
+    def row(self) -> Submission | None: ...
+
+
+class _InSet:
+    """The submission `pk` read from a set of submissions (what the caller may see)."""
+
+    def __init__(self, submissions: QuerySet[Submission], pk: int) -> None:
+        self._one = submissions.filter(pk=pk)
+
+    def state(self) -> str | None:
+        return self._one.values_list("state", flat=True).first()
+
+    def row(self) -> Submission | None:
+        return self._one.first()
+
+
+def until_moved(submissions: QuerySet[Submission] | Followed, submission: Submission,
                 seconds: float, *, final: bool = False) -> Submission | None:
     """Wait up to `seconds` until the submission's state is no longer `submission.state` (with `final`: until
-    it is final), and return it as it is then, read from `submissions` (what the caller may see); None if it
-    did not move in time, NotFound if it left `submissions`. Each look is its own autocommit query, so it sees
-    what the worker committed since the last; between looks it waits for the worker's bell (`announce`), or
-    CHECK_S where there is none. A look after a ring reads the whole row at once (the ring says it moved: one
-    query on the way to the answer, not two); any other look reads only the state."""
+    it is final), and return it as it is then, read from `submissions` (what the caller may see: a set of
+    submissions, or the submission as Followed); None if it did not move in time, NotFound if it left
+    `submissions`. Each look is its own autocommit query, so it sees what the worker committed since the last;
+    between looks it waits for the worker's bell (`announce`), or CHECK_S where there is none. A look after a
+    ring reads the whole row at once (the ring says it moved: one query on the way to the answer, not two); any
+    other look reads only the state."""
     clock, sleep = _clock, _sleep
     deadline = clock() + seconds
+    followed = _InSet(submissions, submission.pk) if isinstance(submissions, QuerySet) else submissions
 
     def moved(state: str) -> bool:
         return state in Submission.FINAL_STATES if final else state != submission.state
@@ -105,22 +129,22 @@ def until_moved(submissions: QuerySet[Submission], submission: Submission,
     with wake.listening(_bell_name(submission.pk), sleep) as bell:
         while True:
             if rang:
-                row = _row(submissions, submission.pk)
+                row = _row(followed)
                 if moved(row.state):
                     return row
             else:
-                state = submissions.filter(pk=submission.pk).values_list("state", flat=True).first()
+                state = followed.state()
                 if state is None or moved(state):  # None: it left `submissions`, which _row says
-                    return _row(submissions, submission.pk)
+                    return _row(followed)
             left = deadline - clock()
             if left <= 0:
                 return None
             rang = bell.wait(min(FALLBACK_S if bell.listening else CHECK_S, left))
 
 
-def _row(submissions: QuerySet[Submission], pk: int) -> Submission:
-    """The submission's row as the caller may see it; NotFound once it left `submissions`."""
-    row = submissions.filter(pk=pk).first()
+def _row(followed: Followed) -> Submission:
+    """The submission's row as the caller may see it; NotFound once it left their sight."""
+    row = followed.row()
     if row is None:
         raise NotFound("No such submission.")
     return row
@@ -137,7 +161,7 @@ def announce(submission_id: int) -> None:
     transaction.on_commit(lambda: wake.ring(_bell_name(submission_id)))
 
 
-def follow(submissions: QuerySet[Submission], submission: Submission, wait: str | None,
+def follow(submissions: QuerySet[Submission] | Followed, submission: Submission, wait: str | None,
            meta: dict[str, Any], *, final: bool = False) -> tuple[Submission, bool]:
     """The submission once its state moved (with `final`: once it is final), as the `wait` parameter asks (see
     `requested`), read again from `submissions`; and whether the server waited (False: a final state, no wait

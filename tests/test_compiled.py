@@ -118,3 +118,76 @@ def test_the_entrys_current_version_says_whether_a_newer_upload_holds_it(later: 
     assert found[3] is (held_by.upload_order > other.upload_order)
     assert found[3] is (later < 0 or (later == 0 and held_by.pk > other.pk))
     assert _current_version(other, SimpleNamespace(system=current.system_slug, benchmark="other")) is None
+
+
+def _fields(instance: object) -> dict[str, object]:
+    return {field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields}  # type: ignore[attr-defined]
+
+
+def test_objects_are_what_the_orm_makes_each_column_converted_and_related_rows_set() -> None:
+    people = make_people()
+    finished = SubmissionFactory(organization=people.acme, state=Submission.State.VERIFIED,
+                                 finished_at=timezone.now(), label="O'Brien % \\ \"quoted\"")
+    received = SubmissionFactory(organization=people.zeta)  # no finish time: a NULL column
+    built: list[int] = []
+
+    def build() -> QuerySet:
+        built.append(1)
+        return Submission.objects.select_related("round", "organization").filter(pk=compiled.USER).order_by()
+
+    for submission in (finished, received):
+        expected = Submission.objects.select_related("round", "organization").get(pk=submission.pk)
+        (made,) = compiled.objects("test.submission", build, {compiled.USER: submission.pk})
+        assert type(made) is Submission and not made._state.adding and made._state.db == "default"
+        assert _fields(made) == _fields(expected)
+        assert _fields(made.round) == _fields(expected.round)  # set without another query
+        assert _fields(made.organization) == _fields(expected.organization)
+    assert isinstance(made.created_at, datetime.datetime) and made.created_at.tzinfo is not None
+    assert compiled.objects("test.submission", build, {compiled.USER: -1}) == []
+    assert built == [1]  # built and compiled once (per connection)
+
+
+def test_objects_read_with_select_related_add_no_query(django_assert_num_queries) -> None:
+    submission = SubmissionFactory()
+    build = lambda: Submission.objects.select_related("round", "organization").filter(pk=compiled.USER)  # noqa: E731
+    with django_assert_num_queries(1):
+        (made,) = compiled.objects("test.submission_related", build, {compiled.USER: submission.pk})
+        assert (made.round.slug, made.organization.slug) == (submission.round.slug, submission.organization.slug)
+
+
+def test_objects_refuse_a_queryset_that_gives_no_plain_instances() -> None:
+    from django.db.models import Count
+
+    for name, build in (("values", lambda: Submission.objects.values("pk")),
+                        ("annotated", lambda: Submission.objects.annotate(n=Count("results"))),
+                        ("prefetched", lambda: Submission.objects.prefetch_related("results"))):
+        with pytest.raises(ValueError):
+            compiled.objects(("test.refused", name), build, {})
+
+
+def test_an_update_built_once_changes_what_the_orm_would_and_counts_it() -> None:
+    from django.db.models import F
+
+    at, until = compiled.PLACEHOLDER_DATES[:2]
+    received = [SubmissionFactory(state=Submission.State.RECEIVED) for _ in range(2)]
+    verified = SubmissionFactory(state=Submission.State.VERIFIED)
+    built: list[int] = []
+
+    def build() -> tuple[QuerySet, dict]:
+        built.append(1)
+        return (Submission.objects.filter(pk=compiled.USER, state=Submission.State.RECEIVED),
+                {"state": Submission.State.VERIFYING, "started_at": at, "attempts": F("attempts") + 1,
+                 "lease_expires_at": until})
+
+    now = timezone.now()
+    for submission, expected in ((received[0], 1), (received[1], 1), (received[0], 0), (verified, 0)):
+        lease = now + datetime.timedelta(minutes=submission.pk)
+        assert compiled.update("test.claim", build, {compiled.USER: submission.pk, at: now, until: lease}) == expected
+    assert built == [1]
+    for submission in received:
+        submission.refresh_from_db()
+        assert (submission.state, submission.attempts, submission.started_at) == (Submission.State.VERIFYING, 1, now)
+        assert submission.lease_expires_at == now + datetime.timedelta(minutes=submission.pk)  # its own value
+    verified.refresh_from_db()
+    assert (verified.state, verified.attempts, verified.started_at) == (Submission.State.VERIFIED, 0, None)
+

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SELECTORS = {"visible_results", "visible_round_results", "visible_results_of_rounds", "visible_runs",
              "visible_findings", "visible_systems", "visible_submissions", "visible_rounds",
              "visible_results_of_submission", "visible_findings_of_submission", "result_rows_of_submission",
-             "finding_rows_of_submission", "submissions_followed_by"}
+             "finding_rows_of_submission", "FollowedSubmission"}
 
 
 def test_the_public_api_is_the_selectors_and_nothing_that_forgets_the_hold() -> None:
@@ -144,8 +144,14 @@ def test_a_submission_s_results_and_findings_are_the_rule_decided_for_its_organi
             assert [row[0] for row in visibility.finding_rows_of_submission(user, submission, ("pk",), ("pk",))] \
                 == list(findings.order_by("pk").values_list("pk", flat=True)), (user, submission)
             # What a client waiting for its state reads it again from holds it exactly when the rule does.
-            assert visibility.submissions_followed_by(user, submission).filter(pk=submission.pk).exists() \
-                == visibility.visible_submissions(user).filter(pk=submission.pk).exists(), (user, submission)
+            followed = visibility.FollowedSubmission(user, submission)
+            visible = visibility.visible_submissions(user).filter(pk=submission.pk).exists()
+            assert (followed.state() == submission.state) is visible, (user, submission)
+            row = followed.row()
+            assert (row is not None) is visible, (user, submission)
+            if row is not None:
+                assert (row.pk, row.state, row.round.slug, row.organization.slug) == (
+                    submission.pk, submission.state, submission.round.slug, submission.organization.slug)
             if user is member:
                 seen_by_member += findings.count()
     from ingest.models import Finding
