@@ -514,3 +514,30 @@ def test_a_result_stored_as_locked_outside_a_transaction_is_refused(people, roun
     with pytest.raises(RuntimeError, match="inside the transaction"):
         result_store(submission=submission, report=None, actor="worker", locked=True)  # type: ignore[arg-type]
     assert not Result.objects.exists()
+
+
+def test_the_upload_target_is_the_round_and_an_organization_the_actor_submits_for(people, round_open) -> None:
+    """upload_target reads its round and organization through statements built once: the same choices and
+    refusals as the ORM's, whatever the slugs hold."""
+    from accounts.models import Membership
+    from accounts.services import membership_add
+    from ingest.services.submissions import UploadRefused
+    from ingest.services.uploads import upload_target
+
+    def refusal(**given: object) -> str:
+        with pytest.raises(UploadRefused) as refused:
+            upload_target(**given)  # type: ignore[arg-type]
+        return str(refused.value)
+
+    assert upload_target(actor=people.alice, round_slug="open-v4.0") == (round_open, people.acme)
+    assert upload_target(actor=people.alice, round_slug="open-v4.0", organization_slug="acme")[1] == people.acme
+    for slug in ("zeta", "nope", "acme' OR '1'='1", "%"):  # another's, none, hostile
+        assert "may not submit for this organization" in refusal(actor=people.alice, round_slug="open-v4.0",
+                                                                  organization_slug=slug)
+    for slug in ("nope", "open-v4.0' --", "%", ""):
+        assert "No round" in refusal(actor=people.alice, round_slug=slug)
+    assert "any organization" in refusal(actor=people.bob, round_slug="open-v4.0")  # a reviewer only
+    membership_add(user=people.carol, organization=people.acme, role=Membership.Role.SUBMITTER)
+    assert "several organizations" in refusal(actor=people.carol, round_slug="open-v4.0")
+    assert upload_target(actor=people.carol, round_slug="open-v4.0", organization_slug="zeta") == (
+        round_open, people.zeta)
