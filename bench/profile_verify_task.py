@@ -292,6 +292,11 @@ class _Steps:
             (tool.ComplianceChecks, "system_desc"), (tool.ComplianceChecks, "next"), (tool.ComplianceChecks, "seeds"),
             (tool.Ahead, "peek"), (tool.Ahead, "result"), (verify._Speculation, "_offer"),
             (submissions._VerdictAhead, "store"), (submissions._VerdictAhead, "settle"),
+            # Between the claim and the first check.
+            (submissions, "_with_round"), (submissions, "audit_record"), (submissions.task_scratch, "take"),
+            (submissions, "_judge"), (submissions, "_handed_over"), (submissions, "items_of"),
+            (verify, "verify_item"), (verify, "read_system_desc"), (verify.ItemSource, "digest"),
+            (verify, "_rcp_reference"),
         ]
         for owner, name in steps:
             if hasattr(owner, name):
