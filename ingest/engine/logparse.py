@@ -138,6 +138,8 @@ class ParsedLog:
     long_lines: list[tuple[int, int]] = field(default_factory=list)
     _lines_by_text: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _events_by_line: dict[int, LogEvent] | None = field(default=None, repr=False, compare=False)
+    # What readers work out of the log once and keep with it (ingest.engine.verify._run_facts).
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def first(self, key: str) -> LogEvent | None:
         return next((e for e in self.events if e.key == key), None)

@@ -149,3 +149,27 @@ def test_none_is_offered_where_no_child_holds_the_call_awaited(make_tree, monkey
     offered: list[ItemReport | None] = []
     verify_item(_item(make_tree), RULESET, speculate=offered.append)
     assert offered == []
+
+
+def test_a_runs_facts_are_read_once_per_log_and_each_report_gets_containers_of_its_own(make_tree, monkeypatch,
+                                                                                        offered_at_once) -> None:
+    """The report speculated on and the real one judge the same runs: what a run reads of its log whatever the
+    checker answered is worked out once per log (verify._run_facts), and neither report shares a container with
+    the other (the speculated one is concluded, and may be let go, apart from the real one)."""
+    digests: list[str] = []
+    real_digest = verify.rerun_digest
+
+    def counted(parsed: Any) -> str:
+        digests.append(parsed.name)
+        return real_digest(parsed)
+
+    monkeypatch.setattr(verify, "rerun_digest", counted)
+    events: list[str] = []
+    result, offered = _verified_noting(make_tree, events)
+    speculated = offered[-1]
+    assert speculated is not None and same_report(result, speculated)
+    assert sorted(digests) == sorted({run.file for run in result.runs})  # once per log, though judged twice
+    for mine, theirs in zip(result.runs, speculated.runs, strict=True):
+        for name in ("hyperparameters", "eval_curve", "seeds", "logged"):
+            assert getattr(mine, name) is not getattr(theirs, name), name
+        assert all(a is not b for a, b in zip(mine.eval_curve, theirs.eval_curve, strict=True))
