@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import User
@@ -35,32 +33,19 @@ _SUBMISSION, _ROUND, _ORGANIZATION = compiled.ids(3)
 _SLUG, _DIGEST, _BENCHMARK = compiled.texts(3)
 
 
-@dataclass(frozen=True)
-class _SystemRow:
-    """What a stored result copies of its system (result_store)."""
-
-    pk: int
-    name: str
-    accelerator_model_name: str
-    framework: str
-    category: str
-    system_type: str
-    accelerator_count: int | None
-    number_of_nodes: int | None
-    host_processor_count: int | None
+# What a stored result copies of its system (result_store): the rest (its description above all) is not read.
+_SYSTEM_COLUMNS = ("name", "accelerator_model_name", "framework", "category", "system_type", "accelerator_count",
+                   "number_of_nodes", "host_processor_count")
 
 
-_SYSTEM_COLUMNS = tuple(field.name for field in dataclasses.fields(_SystemRow))
-
-
-def _system_for(*, round: Round, organization: Organization, slug: str, facts: SystemFacts) -> _SystemRow:
-    found = compiled.rows(
+def _system_for(*, round: Round, organization: Organization, slug: str, facts: SystemFacts) -> System:
+    found = compiled.objects(
         "ingest.results.system",
         lambda: System.objects.filter(round_id=_ROUND, organization_id=_ORGANIZATION, slug=_SLUG,
-                                      description_sha256=_DIGEST).order_by().values_list(*_SYSTEM_COLUMNS),
+                                      description_sha256=_DIGEST).order_by().only(*_SYSTEM_COLUMNS),
         {_ROUND: round.pk, _ORGANIZATION: organization.pk, _SLUG: slug, _DIGEST: facts.sha256}, prepare=True)
     if found:
-        return _SystemRow(*found[0])
+        return found[0]
     # This description's first result in the round: made here (or found, where another made it meanwhile).
     system, _ = System.objects.get_or_create(
         round=round,
@@ -86,7 +71,7 @@ def _system_for(*, round: Round, organization: Organization, slug: str, facts: S
             "framework": facts.text("framework")[:300],
         },
     )
-    return _SystemRow(*(getattr(system, name) for name in _SYSTEM_COLUMNS))
+    return system
 
 
 def _benchmark_id(round: Round, key: str) -> int | None:

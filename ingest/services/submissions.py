@@ -233,11 +233,11 @@ def submission_upload(*, actor: User, organization: Organization, round: Round, 
 def _same_bytes(round: Round, organization: Organization, sha256: str) -> Submission | None:
     """The submission of these bytes for the round and organization, if there is one (at most one: a unique
     constraint). Every upload asks, before its row is written."""
-    found = compiled.rows("ingest.submissions.same_bytes",
-                          lambda: Submission.objects.filter(round_id=_ROUND, organization_id=_ORGANIZATION,
-                                                            sha256=_SHA256).order_by().values_list("pk"),
-                          {_ROUND: round.pk, _ORGANIZATION: organization.pk, _SHA256: sha256}, prepare=True)
-    return Submission.objects.get(pk=found[0][0]) if found else None
+    found = compiled.objects("ingest.submissions.same_bytes",
+                             lambda: Submission.objects.filter(round_id=_ROUND, organization_id=_ORGANIZATION,
+                                                               sha256=_SHA256).order_by(),
+                             {_ROUND: round.pk, _ORGANIZATION: organization.pk, _SHA256: sha256}, prepare=True)
+    return found[0] if found else None
 
 
 def _require_only(folder: Path, entry: tuple[str, str]) -> None:
