@@ -397,6 +397,31 @@ def print_worker_steps(path: Path, submissions: list[int]) -> None:
               f"(the task's own process finished last in {sum(1 for a in after if a > 0)} of {len(after)} tasks)")
 
 
+def print_first_steps(path: Path, first: int, later: list[int], at_least_ms: float = 0.5) -> None:
+    """The first upload's task, step by step, beside the median of the same step in the later tasks: what a pool
+    process meets for the first time (the goal counts the first upload). Steps shorter than `at_least_ms` in both
+    are left out."""
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    timeline = next((record["timeline"] for record in records if record["submission"] == first), None)
+    if timeline is None:
+        print("the first upload's steps: none recorded")
+        return
+    wanted = set(later)
+    lasted: dict[str, list[float]] = {}
+    for record in records:
+        if record["submission"] in wanted:
+            for name, (started, ended) in record["timeline"].items():
+                lasted.setdefault(name, []).append(ended - started)
+    print("the first upload's task, each step from the task's start (ms), its length, and the median length of the "
+          "same step in the later tasks:")
+    for name, (started, ended) in sorted(timeline.items(), key=lambda step: step[1][0]):
+        usual = statistics.median(lasted[name]) * 1000 if name in lasted else None
+        if (ended - started) * 1000 < at_least_ms and (usual or 0.0) < at_least_ms:
+            continue
+        shown = "-" if usual is None else f"{usual:.1f}"
+        print(f"  {name:<48} {started * 1000:7.1f} .. {ended * 1000:7.1f}  {(ended - started) * 1000:6.1f}  {shown:>6}")
+
+
 def until_tasks_ended(worker_log: Path, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len(task_seconds(worker_log)) < count:
@@ -637,6 +662,8 @@ def main() -> None:
               f"{new_folder_ms:.3f} ms (medians of 20; a local disk's ext4 on a quiet machine: ~0.03)")
         if args.steps:
             print_worker_steps(tmp / "steps.jsonl", [pk for pk, _, _ in stamps[1:]])
+            if stamps:
+                print_first_steps(tmp / "steps.jsonl", stamps[0][0], [pk for pk, _, _ in stamps[1:]])
         print("load average (1, 5, 15 min) at the end: " + " ".join(f"{n:.2f}" for n in os.getloadavg()))
         print(f"concurrent uploads: {len(threads)} at once; all final after {wall:.2f} s; "
               f"throughput {len(threads) / wall:.2f} bundles/s ({log_count * len(threads) / wall:.1f} logs/s); "

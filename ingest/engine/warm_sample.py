@@ -71,6 +71,24 @@ def write(folder: Path, benchmark: str | None) -> tuple[Path, Path]:
     return system, log
 
 
+# The sample's organization folder in a bundle (write_bundle), and its system's name there.
+ORG_FOLDER = "podium-warm-up"
+SYSTEM_NAME = "warm-up"
+
+
+def write_bundle(root: Path, benchmark: str | None, runs: int) -> Path:
+    """The sample as a bundle's organization folder in `root`, in the MLCommons layout (its system description and
+    `runs` copies of its log, one item): that folder."""
+    org = root / ORG_FOLDER
+    (org / "systems").mkdir(parents=True)
+    (org / "systems" / f"{SYSTEM_NAME}.json").write_bytes(system_bytes())
+    item = org / "results" / SYSTEM_NAME / (benchmark or "bert")
+    item.mkdir(parents=True)
+    for n in range(runs):
+        (item / f"result_{n}.txt").write_text(log_text(benchmark), encoding="utf-8")
+    return org
+
+
 def read_here(ruleset: str, benchmark: str | None) -> None:
     """Podium's own reading of the sample in this process: its log parsed and cut to what the checker reads, and
     its system description read, for `ruleset` and `benchmark` (ingest.engine.tool.newest_target, what the spare

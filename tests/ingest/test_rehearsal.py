@@ -1,0 +1,91 @@
+"""rehearsal.verdict_rehearsal: a pool process's start goes the whole way of an upload's task to a verdict, on a
+made-up bundle, and keeps nothing of it: no row, nothing run after a commit, no file; it never raises."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pytest
+from django.db import OperationalError
+
+from accounts.models import AuditEvent, Organization
+from catalog.models import Round
+from core import compiled
+from ingest.models import Finding, Result, Run, Submission, System
+from ingest.services import rehearsal, submissions
+
+pytestmark = pytest.mark.django_db
+
+_MODELS = (Organization, Round, Submission, System, Result, Run, Finding, AuditEvent)
+
+# What an upload's task builds on its way to a verdict (core.compiled), by name: the claim, its read of the
+# submission, the store's reads, the final state's, the settle's update.
+_STATEMENTS = ("ingest.submissions.claim", "ingest.results.system", "ingest.results.benchmark",
+               "ingest.results.current_version", "ingest.results.finish_facts", "ingest.submissions.superseded",
+               "ingest.submissions.finished_at")
+
+
+def _kept_names() -> set[object]:
+    named = {key[0] for key in compiled._kept}
+    named |= {key[1] for key in compiled._kept if key[0] == "update"}
+    for makers in compiled._makers.values():
+        named |= set(makers)
+    return named
+
+
+def _forget(names: tuple[str, ...]) -> None:
+    for key in list(compiled._kept):
+        if key[0] in names or (key[0] == "update" and key[1] in names):
+            del compiled._kept[key]
+
+
+def test_it_goes_the_whole_way_and_keeps_nothing(django_capture_on_commit_callbacks) -> None:
+    before = {model: model.objects.count() for model in _MODELS}
+    _forget(_STATEMENTS)
+    files_before = set(Path(tempfile.gettempdir()).glob("podium-rehearsal-*"))
+    with django_capture_on_commit_callbacks() as after_commit:
+        assert rehearsal.verdict_rehearsal() is True
+    assert {model: model.objects.count() for model in _MODELS} == before
+    assert after_commit == []  # the bell and the caches' bumps wait for a commit that never comes
+    assert set(_STATEMENTS) <= _kept_names()
+    assert set(Path(tempfile.gettempdir()).glob("podium-rehearsal-*")) == files_before
+
+
+def test_it_stores_the_made_up_verdict_before_rolling_it_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, int, int]] = []
+    real = submissions._VerdictAhead.settle
+
+    def settle(self, judged):
+        settled, finished = real(self, judged)
+        seen.append((finished.state, Result.objects.filter(submission=finished).count(),
+                     Run.objects.filter(result__submission=finished).count()))
+        return settled, finished
+
+    monkeypatch.setattr(submissions._VerdictAhead, "settle", settle)
+    assert rehearsal.verdict_rehearsal() is True
+    # The made-up item cannot pass (its organization is no submitter's, it has too few runs): stored all the same.
+    assert seen == [(Submission.State.NONCOMPLIANT, 1, rehearsal.SAMPLE_RUNS)]
+    assert not Submission.objects.filter(label="rehearsal").exists()
+
+
+def test_a_database_that_is_down_is_logged_and_nothing_raises(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    def down(submission_id: int) -> None:
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(submissions, "_claim", down)
+    before = Organization.objects.count()
+    with caplog.at_level(logging.INFO, logger="podium.submissions"):
+        assert rehearsal.verdict_rehearsal() is False
+    assert [record.getMessage().split(";")[0] for record in caplog.records] == [
+        "the worker's rehearsal of a verdict failed"]
+    assert Organization.objects.count() == before
+
+
+def test_a_claim_that_takes_nothing_rolls_back_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(submissions, "_claim", lambda submission_id: None)
+    before = Submission.objects.count()
+    assert rehearsal.verdict_rehearsal() is False
+    assert Submission.objects.count() == before
