@@ -31,8 +31,8 @@ from ingest.engine.tree import items_of
 from ingest.engine.verify import ItemReport
 from ingest.models import Submission
 
-# The task's own steps, rehearsed in its order: this module is the task's understudy, not a caller of an API of
-# its (the steps are the module's private ones, looked up when the rehearsal runs, as the task looks them up).
+# The task's own steps, rehearsed in its order: private to the task's module, and looked up there when the rehearsal
+# runs, as the task looks them up.
 from ingest.services import submissions as task
 
 log = logging.getLogger("podium.submissions")
@@ -48,8 +48,8 @@ class _RolledBack(Exception):
 
 def verdict_rehearsal() -> bool:
     """The task's way to a verdict, rehearsed (see the module): whether it went through."""
-    ruleset, benchmark = tool.newest_target()
     try:
+        ruleset, benchmark = tool.newest_target()
         with tempfile.TemporaryDirectory(prefix="podium-rehearsal-") as folder:
             root = Path(folder)
             org_folder = warm_sample.write_bundle(root / "bundle", benchmark, SAMPLE_RUNS)
