@@ -66,10 +66,16 @@ def _preload_checkers(**kwargs: object) -> None:
 def _first_task_warm(**kwargs: object) -> None:
     """What each pool process's first task would meet for the first time, met when the process starts
     (submissions.worker_warm): its database connection among them, the one its tasks then use (connected to
-    worker_process_init by _preload_checkers, after Celery's fixup closed the process's connections)."""
-    from ingest.services import submissions
+    worker_process_init by _preload_checkers, after Celery's fixup closed the process's connections). Then the
+    task's whole way to a verdict, rehearsed on a made-up bundle with its writes rolled back (rehearsal)."""
+    from core.warmup import heap_freeze
+    from ingest.services import rehearsal, submissions
 
     submissions.worker_warm()
+    rehearsal.verdict_rehearsal()
+    # What the rehearsal built lives as long as the process (compiled statements, the ORM's caches): out of the
+    # collector's walks, as the rest of the start is (a full collection walks every object not frozen).
+    heap_freeze(collect=True)  # the pool's own objects only: what the main process froze is not walked again
 
 
 @worker_process_init.connect

@@ -1,6 +1,6 @@
 """A verification worker's rehearsal: an upload task's way to its verdict, run once when a pool process starts, on a
-made-up bundle (ingest.engine.warm_sample), its writes rolled back. submissions.worker_warm runs it while nobody
-waits.
+made-up bundle (ingest.engine.warm_sample), its writes rolled back. config/celery.py runs it while nobody waits,
+after submissions.worker_warm.
 
 Why: a pool process's first task met everything on that way for the first time. Each compiled statement was
 built (core.compiled), and each model's first insert went through the ORM's lazy set-up. Podium's reading of the

@@ -453,12 +453,12 @@ PLATFORM_FAULTS = (OperationalError, InterfaceError, OSError, storage.StorageErr
 def worker_warm() -> None:
     """What a verification worker's process met for the first time in its first task, met when it starts, while
     nobody waits (config/celery.py, in each pool process after the fork): its database connection, the claim's
-    statements (for an id no submission has: they claim nothing, and write nothing), the bell's connection,
-    Podium's own reading of a made-up item (ingest.engine.warm_sample), then the whole way to a verdict, rehearsed
-    on that item with its writes rolled back (ingest.services.rehearsal). A fresh pool process's first claim took
-    22-25 ms against ~3 ms for the next ones; after the first three, 10-13 ms (bench/upload_latency.py, marks in
-    the claim). Never raises: what fails now (a database or a Redis that is down) the first task meets as any
-    task does, and a pool process must start whatever happens here."""
+    statements (for an id no submission has: they claim nothing, and write nothing), the bell's connection and
+    Podium's own reading of a made-up item (ingest.engine.warm_sample); the rest of the way to a verdict is
+    rehearsed after it (ingest.services.rehearsal, config/celery.py). A fresh pool process's first claim took
+    22-25 ms against ~3 ms for the next ones; after this, 10-13 ms (bench/upload_latency.py, marks in the claim).
+    Never raises: what fails now (a database or a Redis that is down) the first task meets as any task does,
+    and a pool process must start whatever happens here."""
     try:
         _claim(0)
     except Exception:
@@ -469,9 +469,6 @@ def worker_warm() -> None:
         tool.tool_version()
     except Exception:
         log.warning("the worker's warm-up of the engine failed; its first task runs that code first", exc_info=True)
-    from ingest.services.rehearsal import verdict_rehearsal  # it imports this module's steps
-
-    verdict_rehearsal()
 
 
 def submission_verify(*, submission_id: int) -> str:
