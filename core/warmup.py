@@ -58,15 +58,19 @@ def task_sending_warm() -> bool:
 def first_request_warm() -> None:
     """Import and build now what a web process's first request did: the session serializer and the message
     storage that settings name (imported by name on first use), every configured cache, the codec uploads
-    are read with."""
+    are read with, and each database backend's SQL compilers (imported by name on the first query: ~1 ms of
+    the first upload's request, bench/upload_latency.py's first upload; no connection is made)."""
     from django.conf import settings
     from django.core.cache import caches
+    from django.db import connections
     from django.utils.module_loading import import_string
 
     import_string(settings.SESSION_SERIALIZER)
     import_string(settings.MESSAGE_STORAGE)
     for alias in settings.CACHES:
         caches[alias]  # the backend is made (and its module imported) on first access
+    for alias in settings.DATABASES:
+        connections[alias].ops.compiler("SQLCompiler")
     codecs.lookup("latin-1")  # logs are read as mlperf-logging reads them (ingest.engine.logparse)
 
 

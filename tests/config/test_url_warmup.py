@@ -144,13 +144,15 @@ def test_with_no_broker_nothing_is_prepared(tmp_path: Path) -> None:
 
 
 # Run in a fresh interpreter after `{start}`: which of the modules a fresh web process's first upload imported
-# (Django's session serializer and message storage, named in settings; Celery's event dispatcher) are loaded.
+# (Django's session serializer and message storage, named in settings; Celery's event dispatcher; the database
+# backend's SQL compilers) are loaded.
 FIRST_REQUEST_PROBE = """
 import json, sys
 {start}
 from django.conf import settings
+from django.db import connection
 wanted = [settings.SESSION_SERIALIZER.rpartition(".")[0], settings.MESSAGE_STORAGE.rpartition(".")[0],
-          "celery.events.dispatcher", "encodings.latin_1"]
+          "celery.events.dispatcher", "encodings.latin_1", connection.ops.compiler_module]
 print(json.dumps([name for name in wanted if name not in sys.modules]))
 """
 
