@@ -65,9 +65,7 @@ def statement(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[A
         params = list(compiled_params)
         kept = _kept[key] = (sql, params, _slots(connection, params))
     sql, params, slots = kept
-    given = [param if slot is None else _adapted(connection, values[slot]) for param, slot in zip(params, slots,
-                                                                                                    strict=True)]
-    return sql, given
+    return sql, _given(connection, params, slots, values)
 
 
 class _Maker:
@@ -107,8 +105,7 @@ def objects(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any
     maker = kept.get(name)
     if maker is None:
         maker = kept[name] = _Maker(build(), connection)
-    given = [param if slot is None else _adapted(connection, values[slot])
-             for param, slot in zip(maker.params, maker.slots, strict=True)]
+    given = _given(connection, maker.params, maker.slots, values)
     with prepared.cursor(connection) if prepare else connection.cursor() as cursor:
         cursor.execute(maker.sql, given)
         fetched = cursor.fetchall()
@@ -145,11 +142,16 @@ def update(name: Hashable, build: Callable[[], tuple[QuerySet[Any], dict[str, An
         params = list(compiled_params)
         kept = _kept[key] = (sql, params, _slots(connection, params))
     sql, params, slots = kept
-    given = [param if slot is None else _adapted(connection, values[slot]) for param, slot in zip(params, slots,
-                                                                                                    strict=True)]
+    given = _given(connection, params, slots, values)
     with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
         cursor.execute(sql, given)
         return int(cursor.rowcount)
+
+
+def _given(connection: BaseDatabaseWrapper, params: list[Any], slots: list[Any], values: dict[Any, Any]) -> list[Any]:
+    """The parameters to send: each placeholder's (its slot) replaced by its value in `values`, adapted."""
+    return [param if slot is None else _adapted(connection, values[slot]) for param, slot in zip(params, slots,
+                                                                                                 strict=True)]
 
 
 def _slots(connection: BaseDatabaseWrapper, params: list[Any]) -> list[Any]:

@@ -42,10 +42,6 @@ log = logging.getLogger("podium.submissions")
 SAMPLE_RUNS = 3
 
 
-class _RolledBack(Exception):
-    """Ends the rehearsal's transaction: nothing of it is kept."""
-
-
 def verdict_rehearsal() -> bool:
     """The task's way to a verdict, rehearsed (see the module): whether it went through."""
     try:
@@ -67,22 +63,19 @@ def verdict_rehearsal() -> bool:
 
 def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
     """Claim a made-up submission, store its verdict ahead and settle it, as a task does; then roll it all back."""
-    try:
-        with transaction.atomic():
-            name = f"podium-rehearsal-{uuid.uuid4().hex[:12]}"
-            organization = Organization.objects.create(name=name, slug=name)
-            round_ = Round.objects.create(slug=name, name=name, ruleset=ruleset)
-            made = Submission.objects.create(organization=organization, round=round_, source=Submission.Source.UPLOAD,
-                                             sha256="0" * 64, label="rehearsal")
-            submission = task._claim(made.pk)
-            if submission is None:
-                raise RuntimeError("the rehearsal's made-up submission was not claimed")
-            judged = task._Judged(reports, [])
-            with task._VerdictAhead(submission) as ahead:
-                ahead.store(judged)
-                settled, finished = ahead.settle(judged)
-            if not settled or finished is None:
-                raise RuntimeError("the rehearsal's verdict stored ahead was not settled")
-            raise _RolledBack
-    except _RolledBack:
-        pass
+    with transaction.atomic():
+        name = f"podium-rehearsal-{uuid.uuid4().hex[:12]}"
+        organization = Organization.objects.create(name=name, slug=name)
+        round_ = Round.objects.create(slug=name, name=name, ruleset=ruleset)
+        made = Submission.objects.create(organization=organization, round=round_, source=Submission.Source.UPLOAD,
+                                         sha256="0" * 64, label="rehearsal")
+        submission = task._claim(made.pk)
+        if submission is None:
+            raise RuntimeError("the rehearsal's made-up submission was not claimed")
+        judged = task._Judged(reports, [])
+        with task._VerdictAhead(submission) as ahead:
+            ahead.store(judged)
+            settled, finished = ahead.settle(judged)
+        if not settled or finished is None:
+            raise RuntimeError("the rehearsal's verdict stored ahead was not settled")
+        transaction.set_rollback(True)  # the block ends in a rollback: nothing of it is kept (an error rolls back too)
