@@ -19,7 +19,6 @@ column through the converters the ORM applies.
 from __future__ import annotations
 
 import datetime
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -92,8 +91,13 @@ class _Maker:
         self.converters = list(compiler.get_converters([column[0] for column in select[:compiler.col_count]]).items())
 
 
-# Per connection (a thread's own): a compiler and its converters belong to the connection they were made for.
-_makers: weakref.WeakKeyDictionary[BaseDatabaseWrapper, dict[Hashable, _Maker]] = weakref.WeakKeyDictionary()
+# (name, database alias, vendor) -> its _Maker: per process, as _kept. What a maker keeps of the connection it was
+# made with is the SQL that alias's backend writes and its converters, which get the connection they convert for
+# at each call: the backends' own read nothing else of the connection that made them but its time zone, taken
+# from the alias's settings (SQLite's dates). Kept per connection (a thread's own), every request thread's first
+# read and every connection opened again after CONN_MAX_AGE built each maker anew (~0.4-1 ms each, a waiting
+# upload's first answer three of them).
+_makers: dict[tuple[Hashable, str, str], _Maker] = {}
 
 
 def objects(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, Any],
@@ -101,10 +105,10 @@ def objects(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any
     """The model instances of `build()` (a queryset of instances built with placeholders; select_related
     allowed), as the ORM would make them, with each placeholder replaced as `rows` does."""
     connection = connections[using]
-    kept = _makers.setdefault(connection, {})
-    maker = kept.get(name)
+    key = (name, using, connection.vendor)
+    maker = _makers.get(key)
     if maker is None:
-        maker = kept[name] = _Maker(build(), connection)
+        maker = _makers[key] = _Maker(build(), connection)
     given = _given(connection, maker.params, maker.slots, values)
     with prepared.cursor(connection) if prepare else connection.cursor() as cursor:
         cursor.execute(maker.sql, given)

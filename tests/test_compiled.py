@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import threading
 
 import pytest
 from django.db import connection
@@ -144,7 +145,40 @@ def test_objects_are_what_the_orm_makes_each_column_converted_and_related_rows_s
         assert _fields(made.organization) == _fields(expected.organization)
     assert isinstance(made.created_at, datetime.datetime) and made.created_at.tzinfo is not None
     assert compiled.objects("test.submission", build, {compiled.USER: -1}) == []
-    assert built == [1]  # built and compiled once (per connection)
+    assert built == [1]  # built and compiled once (per process)
+
+
+@pytest.mark.django_db(transaction=True)  # committed: another thread's connection sees the rows
+def test_objects_built_on_one_connection_serve_another_thread_s_connection() -> None:
+    submission = SubmissionFactory(state=Submission.State.VERIFIED, finished_at=timezone.now())
+    built: list[int] = []
+
+    def build() -> QuerySet:
+        built.append(1)
+        return Submission.objects.select_related("round").filter(pk=compiled.USER).order_by()
+
+    (here,) = compiled.objects("test.submission_threads", build, {compiled.USER: submission.pk})
+    seen: dict[str, object] = {}
+
+    def elsewhere() -> None:
+        from django.db import connections
+
+        try:
+            seen["connection"] = connections["default"]
+            (seen["made"],) = compiled.objects("test.submission_threads", build, {compiled.USER: submission.pk})
+            seen["orm"] = Submission.objects.select_related("round").get(pk=submission.pk)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert seen["connection"] is not connection  # a connection of its own, which never built the read
+    made, orm = seen["made"], seen["orm"]
+    assert built == [1]
+    assert _fields(made) == _fields(orm) == _fields(here)
+    assert _fields(made.round) == _fields(orm.round)  # type: ignore[attr-defined]
+    assert made.finished_at.tzinfo is not None  # type: ignore[attr-defined]  # converted on that connection
 
 
 def test_objects_read_with_select_related_add_no_query(django_assert_num_queries) -> None:
