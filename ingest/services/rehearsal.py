@@ -1,6 +1,11 @@
-"""A verification worker's rehearsal: an upload task's way to its verdict, run once when a pool process starts, on a
-made-up bundle (ingest.engine.warm_sample), its writes rolled back. config/celery.py runs it while nobody waits,
-after submissions.worker_warm.
+"""Rehearsals of an upload's way, run once when a process starts, while nobody waits, their writes rolled back.
+
+- `verdict_rehearsal`: a verification worker's, an upload task's way to its verdict on a made-up bundle
+  (ingest.engine.warm_sample). config/celery.py runs it in each pool process, after submissions.worker_warm.
+- `answer_rehearsal`: a web process's, the reads of an upload's request that waits for its verdict and answers
+  with the status (see its own comment). config/wsgi.py runs it.
+
+The verdict's rehearsal, in detail.
 
 Why: a pool process's first task met everything on that way for the first time. Each compiled statement was
 built (core.compiled), and each model's first insert went through the ORM's lazy set-up. Podium's reading of the
@@ -17,15 +22,24 @@ only leaves the first task as cold as before, and a pool process must start what
 
 from __future__ import annotations
 
+import datetime
 import logging
 import tempfile
 import uuid
 from pathlib import Path
 
+from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
 
-from accounts.models import Organization
+from accounts.authentication import _token_with_user
+from accounts.models import ApiToken, Membership, Organization
+from accounts.services import audit_record
 from catalog.models import Round
+from core import wake
+from ingest import selectors
 from ingest.engine import tool, warm_sample
 from ingest.engine.tree import items_of
 from ingest.engine.verify import ItemReport
@@ -34,6 +48,7 @@ from ingest.models import Submission
 # The task's own steps, rehearsed in its order: private to the task's module, and looked up there when the rehearsal
 # runs, as the task looks them up.
 from ingest.services import submissions as task
+from ingest.services.uploads import upload_target
 
 log = logging.getLogger("podium.submissions")
 
@@ -79,3 +94,70 @@ def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
         if not settled or finished is None:
             raise RuntimeError("the rehearsal's verdict stored ahead was not settled")
         transaction.set_rollback(True)  # the block ends in a rollback: nothing of it is kept (an error rolls back too)
+
+
+def answer_rehearsal() -> bool:
+    """A web process's rehearsal of the reads an upload's request makes when it waits for its verdict (its token,
+    its round and organization, the look for the same bytes, the rows of the submission as the uploader may see it,
+    its status) and of its two inserts (the submission, its audit row), for a made-up member of a made-up
+    organization, in a transaction rolled back; and the bell's connection (core.wake). Whether it went through.
+
+    Why: each read is a statement built once per process (core.compiled), and the first upload built them all in
+    its requests: a web process's first upload spent ~15 ms (SQLite) to ~20 ms (PostgreSQL) more in the web server
+    than the next ones on the bench's machine (bench/upload_latency.py: the request until its row, and the verdict
+    until the client has it), most of it in those builds and the bell's first connection (cProfile). What it
+    leaves: as the worker's (the module), no row and nothing run after a commit; on PostgreSQL a gap in six
+    sequences per web process start. The connection it opened is the caller's to close: a web process's main
+    thread serves no request. It never raises."""
+    try:
+        with transaction.atomic():
+            _answer_rolled_back()
+        wake.connect()
+    except Exception:
+        log.warning("the web process's rehearsal of an upload's answer failed; its first upload makes those reads "
+                    "first", exc_info=True)
+        return False
+    return True
+
+
+def _answer_rolled_back() -> None:
+    name = f"podium-rehearsal-{uuid.uuid4().hex[:12]}"
+    organization = Organization.objects.create(name=name, slug=name)
+    round_ = Round.objects.create(slug=name, name=name, ruleset=tool.newest_target()[0])
+    user = User.objects.create(username=name, is_active=True)
+    Membership.objects.create(user=user, organization=organization, role=Membership.Role.SUBMITTER)
+    prefix, _secret, _text = ApiToken.new_secret()
+    ApiToken.objects.create(user=user, name=name, prefix=prefix, secret_hash="0" * 64,
+                            expires_at=timezone.now() + datetime.timedelta(minutes=1))
+    token = _token_with_user(prefix)  # as the request's authentication reads it: the user with its viewer
+    if token is None:
+        raise RuntimeError("the rehearsal's made-up token was not found")
+    visitor = token.user
+    upload_target(actor=visitor, round_slug=round_.slug, organization_slug=organization.slug)
+    task._same_bytes(round_, organization, "0" * 64)
+    submission = Submission.objects.create(organization=organization, round=round_, uploaded_by=visitor,
+                                           source=Submission.Source.UPLOAD, sha256="0" * 64, label="rehearsal",
+                                           state=Submission.State.RECEIVED, queued_at=timezone.now())
+    audit_record(actor=visitor, action="submission.create", subject=submission, after={"rehearsal": True})
+    followed = selectors.submission_followed(visitor, submission)
+    followed.state()
+    row = followed.row()
+    if row is None:
+        raise RuntimeError("the rehearsal's made-up submission was not seen by its uploader")
+    request = HttpRequest()
+    request.META.update(HTTP_HOST=_an_allowed_host(), SERVER_PORT="443")
+    request.user = visitor
+    selectors.submission_status(row, request)
+    transaction.set_rollback(True)  # nothing of it is kept (an error rolls back too)
+
+
+def _an_allowed_host() -> str:
+    """A host the settings allow (the status writes absolute URLs: a request names its host)."""
+    for host in settings.ALLOWED_HOSTS:
+        if host == "*":
+            return "localhost"
+        if host.startswith("."):  # the domain and its subdomains
+            return host[1:]
+        if host:
+            return host
+    return "localhost"  # none allowed: the status refuses it, the rehearsal says so and goes on

@@ -1,5 +1,6 @@
 """rehearsal.verdict_rehearsal: a pool process's start goes the whole way of an upload's task to a verdict, on a
-made-up bundle, and keeps nothing of it: no row, nothing run after a commit, no file; it never raises."""
+made-up bundle, and keeps nothing of it: no row, nothing run after a commit, no file; it never raises.
+rehearsal.answer_rehearsal: a web process's start makes the reads of a waiting upload's request, alike."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import OperationalError
 
-from accounts.models import AuditEvent, Organization
+from accounts.models import ApiToken, AuditEvent, Membership, Organization
 from catalog.models import Round
 from core import compiled
 from ingest.models import Finding, Result, Run, Submission, System
@@ -30,8 +32,7 @@ _STATEMENTS = ("ingest.submissions.claim", "ingest.results.system", "ingest.resu
 def _kept_names() -> set[object]:
     named = {key[0] for key in compiled._kept}
     named |= {key[1] for key in compiled._kept if key[0] == "update"}
-    for makers in compiled._makers.values():
-        named |= set(makers)
+    named |= {key[0] for key in compiled._makers}
     return named
 
 
@@ -89,3 +90,50 @@ def test_a_claim_that_takes_nothing_rolls_back_too(monkeypatch: pytest.MonkeyPat
     before = Submission.objects.count()
     assert rehearsal.verdict_rehearsal() is False
     assert Submission.objects.count() == before
+
+
+# What a waiting upload's request builds (core.compiled), by name: its round and organization, the look for the same
+# bytes, the submission as its uploader sees it (the state, the row), the rounds the uploader reviews, the status's
+# results and findings.
+_ANSWER_STATEMENTS = ("ingest.uploads.round", "ingest.uploads.organization", "ingest.submissions.same_bytes",
+                      "ingest.visibility.followed_state", "ingest.visibility.followed_row")
+_ANSWER_MODELS = (Organization, Round, User, Membership, ApiToken, Submission, AuditEvent)
+
+
+def _forget_made(names: tuple[str, ...]) -> None:
+    _forget(names)
+    for key in [key for key in compiled._makers if key[0] in names]:
+        del compiled._makers[key]
+
+
+def test_the_answer_is_rehearsed_and_nothing_kept(django_capture_on_commit_callbacks) -> None:
+    before = {model: model.objects.count() for model in _ANSWER_MODELS}
+    _forget_made(_ANSWER_STATEMENTS)
+    with django_capture_on_commit_callbacks() as after_commit:
+        assert rehearsal.answer_rehearsal() is True
+    assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
+    assert after_commit == []
+    kept = _kept_names()
+    assert set(_ANSWER_STATEMENTS) <= kept
+    assert {name[0] for name in kept if isinstance(name, tuple)} >= {
+        "ingest.visibility.reviewed_rounds", "ingest.visibility.result_rows", "ingest.visibility.finding_rows"}
+
+
+def test_a_failed_answer_rehearsal_is_logged_and_nothing_raises(monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    def down(*args: object, **kwargs: object) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(rehearsal.task, "_same_bytes", down)
+    before = {model: model.objects.count() for model in _ANSWER_MODELS}
+    with caplog.at_level(logging.INFO, logger="podium.submissions"):
+        assert rehearsal.answer_rehearsal() is False
+    assert [record.getMessage().split(";")[0] for record in caplog.records] == [
+        "the web process's rehearsal of an upload's answer failed"]
+    assert {model: model.objects.count() for model in _ANSWER_MODELS} == before  # what it wrote first rolled back
+
+
+@pytest.mark.parametrize("hosts", [["127.0.0.1"], [".example.org"], ["*"], ["podium.example.org", "[::1]"]])
+def test_the_answer_is_rehearsed_whatever_hosts_are_allowed(settings, hosts: list[str]) -> None:
+    settings.ALLOWED_HOSTS = hosts  # the status names the request's host in its links
+    assert rehearsal.answer_rehearsal() is True
