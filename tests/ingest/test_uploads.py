@@ -153,6 +153,32 @@ def test_a_new_upload_supersedes_the_old_version_and_keeps_history(people, round
     assert old.results.filter(is_current=False).count() == old.results.count()
 
 
+def test_the_replaced_version_is_changed_once_on_postgresql(people, round_open, demo_tree, tmp_path,
+                                                             django_capture_on_commit_callbacks) -> None:
+    """results._next_result_id: on PostgreSQL the new version's id is drawn with the read that locks the current one,
+    which one UPDATE then takes out of the current and points at its successor; elsewhere two UPDATEs."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    root, manifest = demo_tree
+    folder = root / manifest.round("demo-2024a").folder / "Larkspur_Compute"
+    item = tmp_path / "Larkspur_Compute"
+    (item / "systems").mkdir(parents=True)
+    shutil.copyfile(folder / "systems/atlas_lx4_n1.json", item / "systems/atlas_lx4_n1.json")
+    shutil.copytree(folder / "results/atlas_lx4_n1/resnet", item / "results/atlas_lx4_n1/resnet")
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(api(people.alice), tar_gz_of(item))
+    log = item / "results/atlas_lx4_n1/resnet/result_0.txt"
+    log.write_text(log.read_text().replace('"status": "success"', '"status": "aborted"'))
+    with CaptureQueriesContext(connection) as seen, django_capture_on_commit_callbacks(execute=True):
+        upload(api(people.alice), tar_gz_of(item))
+    updates = [q["sql"] for q in seen.captured_queries if q["sql"].startswith('UPDATE "ingest_result"')]
+    assert len(updates) == (1 if connection.vendor == "postgresql" else 2), updates
+    old, new = Result.objects.filter(benchmark_key="resnet").order_by("submission__uploaded_at", "submission_id")
+    assert (old.is_current, new.is_current, old.superseded_by_id, new.superseded_by_id) == (False, True, new.pk, None)
+    assert new.digest != old.digest  # the changed log: a new version, not the same bytes again
+
+
 def test_loose_files_are_packed_into_a_bundle(people, round_open, demo_tree,
                                               django_capture_on_commit_callbacks) -> None:
     root, manifest = demo_tree
