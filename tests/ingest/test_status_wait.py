@@ -261,6 +261,43 @@ def test_a_ring_wakes_a_listener_in_another_thread(bell) -> None:
 
 
 @pytest.mark.services
+def test_a_thread_keeps_its_bell_connection_between_waits(bell) -> None:
+    """core.wake._kept: the next bell subscribes on the last one's connection, which no longer hears the last name;
+    a ring the last bell did not read is dropped."""
+    with wake.listening("test:keep:a") as first:
+        socket = first._pubsub.connection._sock
+        wake.ring("test:keep:a")  # heard by no wait: waiting on the connection when the next bell subscribes
+    with wake.listening("test:keep:b") as second:
+        assert second._pubsub.connection._sock is socket  # the same connection, not one made again
+        wake.ring("test:keep:a")  # the last name: no longer heard
+        assert second.wait(0.05) is False
+        assert _hears_a_ring_from_another_thread(second, "test:keep:b")
+
+
+@pytest.mark.services
+def test_a_kept_bell_connection_that_redis_closed_is_replaced(bell) -> None:
+    with wake.listening("test:killed:a") as first:
+        host, port = first._pubsub.connection._sock.getsockname()[:2]
+    client = wake._client()
+    assert client is not None
+    client.client_kill(f"{host}:{port}")  # as a Redis restart or its idle timeout would
+    with wake.listening("test:killed:b") as second:
+        assert second.listening
+        assert _hears_a_ring_from_another_thread(second, "test:killed:b")
+
+
+def _hears_a_ring_from_another_thread(listener: wake.Bell, name: str) -> bool:
+    import threading
+
+    ringer = threading.Thread(target=wake.ring, args=(name,))
+    ringer.start()
+    # A wait far longer than any ring takes: it returns because it rang, not because time ran out.
+    heard = listener.wait(30)
+    ringer.join()
+    return heard
+
+
+@pytest.mark.services
 def test_connect_makes_the_connection_that_the_first_ring_uses(bell) -> None:
     """A worker connects when it starts (submissions.worker_warm): its first verdict's ring does not."""
     wake._clients.clear()
