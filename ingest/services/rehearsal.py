@@ -79,9 +79,7 @@ def verdict_rehearsal() -> bool:
 def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
     """Claim a made-up submission, store its verdict ahead and settle it, as a task does; then roll it all back."""
     with transaction.atomic():
-        name = f"podium-rehearsal-{uuid.uuid4().hex[:12]}"
-        organization = Organization.objects.create(name=name, slug=name)
-        round_ = Round.objects.create(slug=name, name=name, ruleset=ruleset)
+        organization, round_ = _made_up(ruleset)
         made = Submission.objects.create(organization=organization, round=round_, source=Submission.Source.UPLOAD,
                                          sha256="0" * 64, label="rehearsal")
         submission = task._claim(made.pk)
@@ -110,8 +108,7 @@ def answer_rehearsal() -> bool:
     sequences per web process start. The connection it opened is the caller's to close: a web process's main
     thread serves no request. It never raises."""
     try:
-        with transaction.atomic():
-            _answer_rolled_back()
+        _answer_rolled_back()
         wake.connect()
     except Exception:
         log.warning("the web process's rehearsal of an upload's answer failed; its first upload makes those reads "
@@ -120,10 +117,24 @@ def answer_rehearsal() -> bool:
     return True
 
 
-def _answer_rolled_back() -> None:
+def _made_up(ruleset: str) -> tuple[Organization, Round]:
+    """A made-up organization and round, under a name no other one has, inside the caller's transaction."""
     name = f"podium-rehearsal-{uuid.uuid4().hex[:12]}"
     organization = Organization.objects.create(name=name, slug=name)
-    round_ = Round.objects.create(slug=name, name=name, ruleset=tool.newest_target()[0])
+    return organization, Round.objects.create(slug=name, name=name, ruleset=ruleset)
+
+
+def _answer_rolled_back() -> None:
+    """A made-up member uploads to a made-up round and follows the upload, as answer_rehearsal says; then roll it all
+    back."""
+    with transaction.atomic():
+        _answer_reads()
+        transaction.set_rollback(True)  # nothing of it is kept (an error rolls back too)
+
+
+def _answer_reads() -> None:
+    organization, round_ = _made_up(tool.newest_target()[0])
+    name = organization.name
     user = User.objects.create(username=name, is_active=True)
     Membership.objects.create(user=user, organization=organization, role=Membership.Role.SUBMITTER)
     prefix, _secret, _text = ApiToken.new_secret()
@@ -148,7 +159,6 @@ def _answer_rolled_back() -> None:
     request.META.update(HTTP_HOST=_an_allowed_host(), SERVER_PORT="443")
     request.user = visitor
     selectors.submission_status(row, request)
-    transaction.set_rollback(True)  # nothing of it is kept (an error rolls back too)
 
 
 def _an_allowed_host() -> str:
