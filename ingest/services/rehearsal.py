@@ -4,6 +4,8 @@
   (ingest.engine.warm_sample). config/celery.py runs it in each pool process, after submissions.worker_warm.
 - `answer_rehearsal`: a web process's, the reads of an upload's request that waits for its verdict and answers
   with the status (see its own comment). config/wsgi.py runs it.
+- `request_threads_rehearsal`: the answer's rehearsal again on each of a web process's request threads, on the
+  connections they keep (see its own comment). gunicorn.conf.py runs it once the worker has loaded the app.
 
 The verdict's rehearsal, in detail.
 
@@ -22,10 +24,14 @@ only leaves the first task as cold as before, and a pool process must start what
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import tempfile
+import threading
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 from django.conf import settings
@@ -94,11 +100,12 @@ def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
         transaction.set_rollback(True)  # the block ends in a rollback: nothing of it is kept (an error rolls back too)
 
 
-def answer_rehearsal() -> bool:
+def answer_rehearsal(*, listen: bool = False) -> bool:
     """A web process's rehearsal of the reads an upload's request makes when it waits for its verdict (its token,
     its round and organization, the look for the same bytes, the rows of the submission as the uploader may see it,
     its status) and of its two inserts (the submission, its audit row), for a made-up member of a made-up
-    organization, in a transaction rolled back; and the bell's connection (core.wake). Whether it went through.
+    organization, in a transaction rolled back; and the bell's connection (core.wake), with `listen` this thread's
+    own bell's too (a waiting request's thread keeps one). Whether it went through.
 
     Why: each read is a statement built once per process (core.compiled), and the first upload built them all in
     its requests: a web process's first upload spent ~15 ms (SQLite) to ~20 ms (PostgreSQL) more in the web server
@@ -110,11 +117,50 @@ def answer_rehearsal() -> bool:
     try:
         _answer_rolled_back()
         wake.connect()
+        if listen:
+            with wake.listening(f"rehearsal:{uuid.uuid4().hex}"):
+                pass  # subscribed and unsubscribed: the connection is kept for the thread's first wait
     except Exception:
         log.warning("the web process's rehearsal of an upload's answer failed; its first upload makes those reads "
                     "first", exc_info=True)
         return False
     return True
+
+
+# How long the request threads' rehearsal waits for all of them to be started (see request_threads_rehearsal).
+THREADS_GATHER_S = 10.0
+
+
+def request_threads_rehearsal(submit: Callable[[Callable[[], bool]], Future[bool]], threads: int) -> int:
+    """answer_rehearsal on each of a web process's `threads` request threads, through `submit` (gunicorn's gthread
+    pool: ThreadPoolExecutor.submit), one after another (SQLite has one writer); each keeps its database connection
+    and its bell's (`listen`). How many went through. Never raises.
+
+    Why: database connections are per thread, so the web process's own rehearsal (config/wsgi.py, whose connection
+    is closed: its thread serves no request) does not open them, and each request thread's first request did. On
+    PostgreSQL that cost the first upload ~4-5 ms to connect and 11-13 ms more for the new server process's first
+    uses of the tables (the answer's rehearsal on a fresh connection against the same connection again, in
+    process: 24.5-26.8 ms against 13.1-14.5 ms). The connections are then kept for DATABASE_CONN_MAX_AGE.
+
+    Each rehearsal first waits until all `threads` are taken (a barrier): the pool starts a new thread for a task
+    only while none is idle, so without it one thread could take every task. A pool that never starts that many
+    breaks the barrier after THREADS_GATHER_S, and the threads it has rehearse all the same."""
+    gate = threading.Barrier(max(threads, 1))
+    one_at_a_time = threading.Lock()
+
+    def on_this_thread() -> bool:
+        with contextlib.suppress(threading.BrokenBarrierError):  # fewer threads: those it has rehearse
+            gate.wait(timeout=THREADS_GATHER_S)
+        with one_at_a_time:
+            return answer_rehearsal(listen=True)
+
+    try:
+        futures = [submit(on_this_thread) for _ in range(max(threads, 1))]
+        return sum(future.result() for future in futures)
+    except Exception:
+        log.warning("the rehearsal of an upload's answer on the request threads failed; their first requests "
+                    "connect", exc_info=True)
+        return 0
 
 
 def _made_up(ruleset: str) -> tuple[Organization, Round]:

@@ -5,8 +5,12 @@ rehearsal.answer_rehearsal: a web process's start makes the reads of a waiting u
 from __future__ import annotations
 
 import logging
+import runpy
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth.models import User
@@ -137,3 +141,88 @@ def test_a_failed_answer_rehearsal_is_logged_and_nothing_raises(monkeypatch: pyt
 def test_the_answer_is_rehearsed_whatever_hosts_are_allowed(settings, hosts: list[str]) -> None:
     settings.ALLOWED_HOSTS = hosts  # the status names the request's host in its links
     assert rehearsal.answer_rehearsal() is True
+
+
+def _on_each_thread(pool: ThreadPoolExecutor, threads: int, fn) -> list[object]:
+    """fn's answer on each of `pool`'s `threads` threads (a barrier holds each task until all are taken)."""
+    gate = threading.Barrier(threads)
+
+    def held() -> object:
+        gate.wait(timeout=30)
+        return fn()
+
+    return [future.result() for future in [pool.submit(held) for _ in range(threads)]]
+
+
+def _close_on_each_thread(pool: ThreadPoolExecutor, threads: int) -> None:
+    from django.db import connections
+
+    _on_each_thread(pool, threads, connections.close_all)
+
+
+@pytest.mark.django_db(transaction=True)  # committed, as a web process's: each thread's own connection
+def test_each_request_thread_rehearses_the_answer_and_keeps_its_connection() -> None:
+    from django.db import connections
+
+    before = {model: model.objects.count() for model in _ANSWER_MODELS}
+    seen: list[int] = []
+
+    def submit(fn):
+        def noted() -> bool:
+            seen.append(threading.get_ident())
+            return fn()
+        return pool.submit(noted)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        try:
+            assert rehearsal.request_threads_rehearsal(submit, 3) == 3
+            assert len(set(seen)) == 3  # each on a thread of its own, not one thread three times
+            open_here = _on_each_thread(pool, 3, lambda: (threading.get_ident(),
+                                                          connections["default"].connection is not None))
+            assert sorted(open_here) == sorted((ident, True) for ident in seen)
+        finally:
+            _close_on_each_thread(pool, 3)
+    assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_with_fewer_threads_than_named_rehearses_on_those_it_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rehearsal, "THREADS_GATHER_S", 0.05)  # the barrier is never full: it breaks after this
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            assert rehearsal.request_threads_rehearsal(pool.submit, 2) == 2
+        finally:
+            _close_on_each_thread(pool, 1)
+
+
+def test_a_failed_threads_rehearsal_is_logged_and_nothing_raises(caplog: pytest.LogCaptureFixture) -> None:
+    def refused(fn):
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    with caplog.at_level(logging.INFO, logger="podium.submissions"):
+        assert rehearsal.request_threads_rehearsal(refused, 4) == 0
+    assert [record.getMessage().split(";")[0] for record in caplog.records] == [
+        "the rehearsal of an upload's answer on the request threads failed"]
+
+
+def _gunicorn_hook():
+    return runpy.run_path(str(Path(__file__).resolve().parents[2] / "gunicorn.conf.py"))["post_worker_init"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_s_threaded_worker_rehearses_on_its_request_threads(caplog: pytest.LogCaptureFixture) -> None:
+    with ThreadPoolExecutor(max_workers=2) as pool, caplog.at_level(logging.INFO, logger="test.gunicorn"):
+        worker = SimpleNamespace(tpool=pool, cfg=SimpleNamespace(threads=2), log=logging.getLogger("test.gunicorn"))
+        try:
+            _gunicorn_hook()(worker)
+        finally:
+            _close_on_each_thread(pool, 2)
+    assert [record.getMessage() for record in caplog.records if record.name == "test.gunicorn"] == [
+        "the request threads rehearsed an upload's answer: 2 of 2"]
+
+
+def test_gunicorn_s_sync_worker_rehearses_on_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[int] = []
+    monkeypatch.setattr(rehearsal, "answer_rehearsal", lambda **kwargs: threads.append(threading.get_ident()))
+    _gunicorn_hook()(SimpleNamespace(cfg=SimpleNamespace(threads=1), log=logging.getLogger("test.gunicorn")))
+    assert threads == [threading.get_ident()]  # a sync worker serves its requests on the thread that loaded the app
