@@ -14,9 +14,12 @@ from rest_framework.request import Request
 
 from accounts import viewer, with_user
 from accounts.models import ApiToken
+from core import compiled
 
 # last_used_at is for the owner's token list, not an audit trail: one write a minute is plenty.
 _TOUCH_EVERY = datetime.timedelta(minutes=1)
+(_TOKEN,) = compiled.ids(1)
+_USED_AT = compiled.PLACEHOLDER_NOW
 
 
 class ApiTokenAuthentication(BaseAuthentication):
@@ -45,7 +48,10 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed("This account is disabled.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
-            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            # Built once per process (core.compiled): through the ORM each write built the statement again, ~1 ms
+            # of the first request of every minute of a token's use (in process, PostgreSQL).
+            compiled.update("accounts.token_used", lambda: (
+                ApiToken.objects.filter(pk=_TOKEN), {"last_used_at": _USED_AT}), {_TOKEN: token.pk, _USED_AT: now})
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

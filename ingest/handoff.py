@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -80,6 +81,12 @@ def _at_most(folder: Path, most: int) -> bool:
             if total > most:
                 return False
     return True
+
+
+def withdraw(*, submission_id: int, sha256: str, limits: Limits) -> None:
+    """Remove the submission's handed-over folder, if there is one: an upload whose row was rolled back on purpose
+    (a web process's rehearsal, ingest.services.rehearsal), whose folder no verification will take."""
+    shutil.rmtree(_path(submission_id, sha256, limits), ignore_errors=True)
 
 
 def take(*, submission_id: int, sha256: str, limits: Limits, dest: Path) -> bool:

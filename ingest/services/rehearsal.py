@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import logging
 import tempfile
 import threading
@@ -36,16 +37,19 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.datastructures import MultiValueDict
+from rest_framework.request import Request
 
-from accounts.authentication import _token_with_user
+from accounts.authentication import ApiTokenAuthentication
 from accounts.models import ApiToken, Membership, Organization
-from accounts.services import audit_record
 from catalog.models import Round
 from core import wake
-from ingest import selectors
+from ingest import handoff, selectors, storage
+from ingest.bundles import canonical_tar_gz
 from ingest.engine import tool, warm_sample
 from ingest.engine.tree import items_of
 from ingest.engine.verify import ItemReport
@@ -54,7 +58,7 @@ from ingest.models import Submission
 # The task's own steps, rehearsed in its order: private to the task's module, and looked up there when the rehearsal
 # runs, as the task looks them up.
 from ingest.services import submissions as task
-from ingest.services.uploads import upload_target
+from ingest.services.uploads import UploadRequest, upload_receive, upload_target
 
 log = logging.getLogger("podium.submissions")
 
@@ -101,19 +105,24 @@ def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
 
 
 def answer_rehearsal(*, listen: bool = False) -> bool:
-    """A web process's rehearsal of the reads an upload's request makes when it waits for its verdict (its token,
-    its round and organization, the look for the same bytes, the rows of the submission as the uploader may see it,
-    its status) and of its two inserts (the submission, its audit row), for a made-up member of a made-up
-    organization, in a transaction rolled back; and the bell's connection (core.wake), with `listen` this thread's
-    own bell's too (a waiting request's thread keeps one). Whether it went through.
+    """A web process's rehearsal of an upload's request that waits for its verdict, for a made-up member of a
+    made-up organization: its token signed in as the API signs one in, a made-up bundle's form checked, the upload
+    received (its round and organization read, the look for the same bytes, the bundle unpacked, stored and handed
+    over, the submission and its audit row inserted), then the submission read as its uploader sees it and its
+    status; all in a transaction rolled back, and the files the upload wrote removed. Then the bell's connection
+    (core.wake), with `listen` this thread's own bell's too (a waiting request's thread keeps one). Whether it went
+    through.
 
     Why: each read is a statement built once per process (core.compiled), and the first upload built them all in
     its requests: a web process's first upload spent ~15 ms (SQLite) to ~20 ms (PostgreSQL) more in the web server
     than the next ones on the bench's machine (bench/upload_latency.py: the request until its row, and the verdict
-    until the client has it), most of it in those builds and the bell's first connection (cProfile). What it
-    leaves: as the worker's (the module), no row and nothing run after a commit; on PostgreSQL a gap in six
-    sequences per web process start. The connection it opened is the caller's to close: a web process's main
-    thread serves no request. It never raises."""
+    until the client has it), most of it in those builds and the bell's first connection (cProfile). The rest of
+    the request's way was first met by the first upload too (in process, PostgreSQL, cProfile of a first upload
+    against a later one: ~5 ms more, in the token's sign-in and its last use written, the read of an uploader's
+    only organization, the unpacking, the form's patterns). What it leaves: as the worker's (the module), no row
+    and nothing run after a commit, and no file; on PostgreSQL a gap in a few sequences per web process start. The
+    connection it opened is the caller's to close: a web process's main thread serves no request. It never
+    raises."""
     try:
         _answer_rolled_back()
         wake.connect()
@@ -163,39 +172,39 @@ def request_threads_rehearsal(submit: Callable[[Callable[[], bool]], Future[bool
         return 0
 
 
-def _made_up(ruleset: str) -> tuple[Organization, Round]:
-    """A made-up organization and round, under a name no other one has, inside the caller's transaction."""
+def _made_up(ruleset: str, open_for: datetime.timedelta | None = None) -> tuple[Organization, Round]:
+    """A made-up organization and round, under a name no other one has, inside the caller's transaction; with
+    `open_for`, a round open for uploads that long."""
     name = f"podium-rehearsal-{uuid.uuid4().hex[:12]}"
     organization = Organization.objects.create(name=name, slug=name)
-    return organization, Round.objects.create(slug=name, name=name, ruleset=ruleset)
+    deadline = None if open_for is None else timezone.now() + open_for
+    return organization, Round.objects.create(slug=name, name=name, ruleset=ruleset, submission_deadline=deadline)
 
 
 def _answer_rolled_back() -> None:
     """A made-up member uploads to a made-up round and follows the upload, as answer_rehearsal says; then roll it all
     back."""
-    with transaction.atomic():
-        _answer_reads()
-        transaction.set_rollback(True)  # nothing of it is kept (an error rolls back too)
+    left: list[Callable[[], None]] = []
+    try:
+        with transaction.atomic():
+            _answer_reads(left)
+            transaction.set_rollback(True)  # nothing of it is kept (an error rolls back too)
+    finally:
+        for remove in left:
+            remove()
 
 
-def _answer_reads() -> None:
-    organization, round_ = _made_up(tool.newest_target()[0])
+def _answer_reads(left: list[Callable[[], None]]) -> None:
+    organization, round_ = _made_up(tool.newest_target()[0], open_for=datetime.timedelta(minutes=1))
     name = organization.name
     user = User.objects.create(username=name, is_active=True)
     Membership.objects.create(user=user, organization=organization, role=Membership.Role.SUBMITTER)
-    prefix, _secret, _text = ApiToken.new_secret()
-    ApiToken.objects.create(user=user, name=name, prefix=prefix, secret_hash="0" * 64,
+    prefix, secret, text = ApiToken.new_secret()
+    ApiToken.objects.create(user=user, name=name, prefix=prefix, secret_hash=ApiToken.hash_secret(secret),
                             expires_at=timezone.now() + datetime.timedelta(minutes=1))
-    token = _token_with_user(prefix)  # as the request's authentication reads it: the user with its viewer
-    if token is None:
-        raise RuntimeError("the rehearsal's made-up token was not found")
-    visitor = token.user
+    visitor = _signed_in(text)
     upload_target(actor=visitor, round_slug=round_.slug, organization_slug=organization.slug)
-    task._same_bytes(round_, organization, "0" * 64)
-    submission = Submission.objects.create(organization=organization, round=round_, uploaded_by=visitor,
-                                           source=Submission.Source.UPLOAD, sha256="0" * 64, label="rehearsal",
-                                           state=Submission.State.RECEIVED, queued_at=timezone.now())
-    audit_record(actor=visitor, action="submission.create", subject=submission, after={"rehearsal": True})
+    submission = _uploaded(visitor, round_, name, left)
     followed = selectors.submission_followed(visitor, submission)
     followed.state()
     row = followed.row()
@@ -205,6 +214,50 @@ def _answer_reads() -> None:
     request.META.update(HTTP_HOST=_an_allowed_host(), SERVER_PORT="443")
     request.user = visitor
     selectors.submission_status(row, request)
+
+
+def _signed_in(token_text: str) -> User:
+    """The made-up token's user, signed in as the API's authentication signs a request in (its token and user read
+    with the viewer, the token's last use written)."""
+    request = HttpRequest()
+    request.META["HTTP_AUTHORIZATION"] = f"Token {token_text}"
+    signed = ApiTokenAuthentication().authenticate(Request(request))
+    if signed is None:
+        raise RuntimeError("the rehearsal's made-up token did not sign in")
+    return signed[0]
+
+
+def _uploaded(visitor: User, round_: Round, name: str, left: list[Callable[[], None]]) -> Submission:
+    """A made-up bundle (the sample's: ingest.engine.warm_sample) uploaded as the API takes one: its form checked
+    (UploadInput), the upload received (the organization left out: the uploader's only one), unpacked, stored and
+    handed over, its submission and audit row inserted. The files it leaves (the stored bundle, the hand-off: a
+    rollback does not take files) are removed by what it adds to `left`, which the caller runs after the rollback."""
+    from ingest.api import UploadInput
+
+    benchmark = tool.newest_target()[1] or "bert"
+    top = warm_sample.ORG_FOLDER
+    archive = canonical_tar_gz({
+        f"{top}/README.md": f"{name}\n".encode(),  # bytes no other upload has: the stored file is its own
+        f"{top}/systems/{warm_sample.SYSTEM_NAME}.json": warm_sample.system_bytes(),
+        **{f"{top}/results/{warm_sample.SYSTEM_NAME}/{benchmark}/result_{n}.txt":
+           warm_sample.log_text(benchmark).encode() for n in range(SAMPLE_RUNS)}})
+    bundle = SimpleUploadedFile(f"{name}.tar.gz", archive, "application/gzip")
+    # As a multipart form's fields and files reach the serializer (DRF reads lists from them by their own rules).
+    form = UploadInput(data=MultiValueDict({"round": [round_.slug], "bundle": [bundle]}))
+    if not form.is_valid():
+        raise RuntimeError(f"the rehearsal's made-up upload was refused: {form.errors}")
+    bundle.seek(0)
+    outcome = upload_receive(actor=visitor, upload=UploadRequest(round=round_.slug, bundle=bundle))
+    submission = outcome.submission
+    if not outcome.created or not submission.bundle_path:
+        raise RuntimeError("the rehearsal's made-up upload was not stored as a new submission")
+    left.append(functools.partial(_upload_files_removed, submission.pk, submission.sha256, submission.bundle_path))
+    return submission
+
+
+def _upload_files_removed(submission_id: int, sha256: str, bundle_path: str) -> None:
+    handoff.withdraw(submission_id=submission_id, sha256=sha256, limits=task.upload_limits())
+    storage.bundle_storage().delete(storage.bundle_key(bundle_path))
 
 
 def _an_allowed_host() -> str:

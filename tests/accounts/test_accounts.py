@@ -315,11 +315,15 @@ def test_a_malformed_authorization_header_gets_401_not_a_server_error(header, pe
 
 def test_using_a_token_sets_last_used_at(people) -> None:
     secret = token_for(people.alice, "read")
+    other = token_for(people.alice, "read")
     assert token_row(secret).last_used_at is None
     before = timezone.now()
     assert api_with(f"Token {secret}").get(SUBMISSIONS_API).status_code == 200
     last_used = token_row(secret).last_used_at
     assert last_used is not None and last_used >= before
+    assert token_row(other).last_used_at is None  # that token's row only
+    assert api_with(f"Token {secret}").get(SUBMISSIONS_API).status_code == 200
+    assert token_row(secret).last_used_at == last_used  # written at most once a minute
 
 
 # Log in, log out, password reset ----------------------------------------------------------------

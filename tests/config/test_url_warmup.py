@@ -200,3 +200,24 @@ def test_a_web_process_connects_to_the_broker_and_declares_the_queue_at_start(tm
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"connected": True, "declared": True}
     # Declared, not published: the start sends no task.
     assert not [key for key in own_redis.client.keys("*") if not key.startswith(b"_kombu.binding")]
+
+
+def test_the_lazily_compiled_patterns_of_loaded_modules_are_compiled_and_nothing_else_is_evaluated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from django.utils.functional import SimpleLazyObject, empty
+    from django.utils.regex_helper import _lazy_re_compile
+
+    from core.warmup import lazy_patterns_compile
+
+    evaluated: list[str] = []
+    module = types.ModuleType("podium_test_lazy_patterns")
+    module.pattern = _lazy_re_compile(r"^a+$")
+    module.other = SimpleLazyObject(lambda: evaluated.append("other") or "other")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert object.__getattribute__(module.pattern, "_wrapped") is empty
+    assert lazy_patterns_compile() >= 1
+    assert object.__getattribute__(module.pattern, "_wrapped").pattern == r"^a+$"
+    assert object.__getattribute__(module.other, "_wrapped") is empty and evaluated == []  # not a pattern: left alone
+    assert lazy_patterns_compile() == 0  # compiled once

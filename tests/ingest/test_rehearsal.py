@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
@@ -19,6 +20,7 @@ from django.db import OperationalError
 from accounts.models import ApiToken, AuditEvent, Membership, Organization
 from catalog.models import Round
 from core import compiled
+from ingest import storage
 from ingest.models import Finding, Result, Run, Submission, System
 from ingest.services import rehearsal, submissions
 
@@ -99,8 +101,9 @@ def test_a_claim_that_takes_nothing_rolls_back_too(monkeypatch: pytest.MonkeyPat
 # What a waiting upload's request builds (core.compiled), by name: its round and organization, the look for the same
 # bytes, the submission as its uploader sees it (the state, the row), the rounds the uploader reviews, the status's
 # results and findings.
-_ANSWER_STATEMENTS = ("ingest.uploads.round", "ingest.uploads.organization", "ingest.submissions.same_bytes",
-                      "ingest.visibility.followed_state", "ingest.visibility.followed_row")
+_ANSWER_STATEMENTS = ("ingest.uploads.round", "ingest.uploads.organization", "ingest.uploads.only_organization",
+                      "ingest.submissions.same_bytes", "ingest.visibility.followed_state",
+                      "ingest.visibility.followed_row")
 _ANSWER_MODELS = (Organization, Round, User, Membership, ApiToken, Submission, AuditEvent)
 
 
@@ -113,9 +116,20 @@ def _forget_made(names: tuple[str, ...]) -> None:
 def test_the_answer_is_rehearsed_and_nothing_kept(django_capture_on_commit_callbacks) -> None:
     before = {model: model.objects.count() for model in _ANSWER_MODELS}
     _forget_made(_ANSWER_STATEMENTS)
-    with django_capture_on_commit_callbacks() as after_commit:
+    stored: list[str] = []
+    real_store = storage.store
+
+    def store(*args, **kwargs) -> str:
+        stored.append(real_store(*args, **kwargs))
+        return stored[-1]
+
+    with mock.patch.object(storage, "store", store), django_capture_on_commit_callbacks() as after_commit:
         assert rehearsal.answer_rehearsal() is True
     assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
+    # The made-up bundle was stored and handed over as an upload's is, and both are gone again.
+    assert len(stored) == 1
+    assert not storage.bundle_storage().exists(storage.bundle_key(stored[0]))
+    assert [entry.name for entry in storage.scratch_dir().iterdir()] == []
     assert after_commit == []
     kept = _kept_names()
     assert set(_ANSWER_STATEMENTS) <= kept
@@ -226,3 +240,13 @@ def test_gunicorn_s_sync_worker_rehearses_on_its_own_thread(monkeypatch: pytest.
     monkeypatch.setattr(rehearsal, "answer_rehearsal", lambda **kwargs: threads.append(threading.get_ident()))
     _gunicorn_hook()(SimpleNamespace(cfg=SimpleNamespace(threads=1), log=logging.getLogger("test.gunicorn")))
     assert threads == [threading.get_ident()]  # a sync worker serves its requests on the thread that loaded the app
+
+
+def test_a_rehearsal_that_fails_after_its_upload_removes_the_upload_s_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    def down(*args: object, **kwargs: object) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(rehearsal.selectors, "submission_followed", down)  # after the upload's store and hand-off
+    assert rehearsal.answer_rehearsal() is False
+    assert [entry.name for entry in storage.scratch_dir().iterdir()] == []
+    assert [path for path in Path(storage.root()).rglob("*") if path.is_file()] == []
