@@ -11,7 +11,7 @@ def post_worker_init(worker) -> None:  # gunicorn's Worker
 
     pool = getattr(worker, "tpool", None)  # the gthread worker's request threads (gunicorn's --threads)
     if pool is None:
-        rehearsal.answer_rehearsal(listen=True)
+        rehearsal.answer_rehearsal(serving=True)
         return
     went = rehearsal.request_threads_rehearsal(pool.submit, worker.cfg.threads)
     worker.log.info("the request threads rehearsed an upload's answer: %d of %d", went, worker.cfg.threads)

@@ -24,9 +24,11 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import weakref
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
@@ -55,7 +57,9 @@ def _preparing() -> type[Any]:
             if _refused:
                 return super().execute(query, params, prepare=False)
             try:
-                return super().execute(query, params, prepare=True)
+                ran = super().execute(query, params, prepare=True)
+                _note(self.connection, query, params)
+                return ran
             except (errors.InvalidSqlStatementName, errors.DuplicatePreparedStatement) as exc:
                 _refused = True
                 log.warning("PostgreSQL lost or refused a prepared statement (%s): this process prepares none any "
@@ -81,6 +85,50 @@ def _preparing() -> type[Any]:
 
 # A statement run this many times is never prepared by psycopg on its own: only those asked for are.
 _NEVER_ON_ITS_OWN = sys.maxsize
+
+# Each psycopg connection's prepared reads, with the values each last ran with: what prepare_again runs again.
+# At most as many as psycopg keeps prepared (its prepared_max), the oldest dropped first.
+_NO_MAX = 1000  # where psycopg's prepared_max is unset
+_ran: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _note(raw: Any, query: Any, params: Any) -> None:
+    if not _is_read(query):
+        return
+    ran = _ran.setdefault(raw, {})
+    ran.pop(query, None)
+    ran[query] = params
+    while len(ran) > (raw.prepared_max or _NO_MAX):
+        del ran[next(iter(ran))]
+
+
+def _is_read(query: Any) -> bool:
+    text = query if isinstance(query, str) else query.decode() if isinstance(query, bytes) else ""
+    return text.lstrip()[:6].upper() == "SELECT"
+
+
+def prepare_again(connection: BaseDatabaseWrapper) -> int:
+    """Run each read prepared on `connection` again, with the values it last ran with, so that it is prepared
+    anew; how many were. Reads only: no row changes, and outside a transaction a read that locks rows locks them for
+    its own statement only (inside one that then rolls back, they are forgotten again).
+
+    Why: psycopg forgets every statement prepared on a connection when a transaction of it rolls back, and
+    deallocates them on the server (they could name an object the rollback dropped). A rehearsal, which ends in a
+    rollback (ingest.services.rehearsal), left its connection with none: the first real upload's request and task
+    prepared each read again on the way to the verdict (PostgreSQL's log, each read's parse and first plans:
+    0.1-0.6 ms each, more on a busy machine)."""
+    if connection.vendor != "postgresql" or connection.connection is None or _refused:
+        return 0
+    again = 0
+    for query, params in list(_ran.get(connection.connection, {}).items()):
+        try:
+            with cursor(connection) as reading:
+                reading.execute(query, params)
+        except DatabaseError:  # whatever changed since (a migration): prepared at its next real run, as before
+            log.debug("a prepared read was not prepared again", exc_info=True)
+            continue
+        again += 1
+    return again
 
 
 def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:

@@ -38,7 +38,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.datastructures import MultiValueDict
@@ -47,7 +47,7 @@ from rest_framework.request import Request
 from accounts.authentication import ApiTokenAuthentication
 from accounts.models import ApiToken, Membership, Organization
 from catalog.models import Round
-from core import wake
+from core import prepared, wake
 from ingest import handoff, selectors, storage
 from ingest.bundles import canonical_tar_gz
 from ingest.engine import tool, warm_sample
@@ -78,6 +78,7 @@ def verdict_rehearsal() -> bool:
             # checkers work.
             reports = task._verify_items(list(items_of(org_folder)), ruleset, root / "checks")
             _store_rolled_back(reports, ruleset)
+        prepared.prepare_again(connection)  # the rollback made psycopg forget them (core.prepared)
     except Exception:
         log.warning("the worker's rehearsal of a verdict failed; its first task runs that way first", exc_info=True)
         return False
@@ -104,14 +105,15 @@ def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
         transaction.set_rollback(True)  # the block ends in a rollback: nothing of it is kept (an error rolls back too)
 
 
-def answer_rehearsal(*, listen: bool = False) -> bool:
+def answer_rehearsal(*, serving: bool = False) -> bool:
     """A web process's rehearsal of an upload's request that waits for its verdict, for a made-up member of a
     made-up organization: its token signed in as the API signs one in, a made-up bundle's form checked, the upload
     received (its round and organization read, the look for the same bytes, the bundle unpacked, stored and handed
     over, the submission and its audit row inserted), then the submission read as its uploader sees it and its
     status; all in a transaction rolled back, and the files the upload wrote removed. Then the bell's connection
-    (core.wake), with `listen` this thread's own bell's too (a waiting request's thread keeps one). Whether it went
-    through.
+    (core.wake). With `serving` (the thread serves requests, and keeps its connections), the reads prepared again
+    (the rollback made psycopg forget them: core.prepared) and this thread's own bell's connection (a waiting
+    request's thread keeps one). Whether it went through.
 
     Why: each read is a statement built once per process (core.compiled), and the first upload built them all in
     its requests: a web process's first upload spent ~15 ms (SQLite) to ~20 ms (PostgreSQL) more in the web server
@@ -126,7 +128,8 @@ def answer_rehearsal(*, listen: bool = False) -> bool:
     try:
         _answer_rolled_back()
         wake.connect()
-        if listen:
+        if serving:
+            prepared.prepare_again(connection)  # the rollback made psycopg forget them (core.prepared)
             with wake.listening(f"rehearsal:{uuid.uuid4().hex}"):
                 pass  # subscribed and unsubscribed: the connection is kept for the thread's first wait
     except Exception:
@@ -142,8 +145,8 @@ THREADS_GATHER_S = 10.0
 
 def request_threads_rehearsal(submit: Callable[[Callable[[], bool]], Future[bool]], threads: int) -> int:
     """answer_rehearsal on each of a web process's `threads` request threads, through `submit` (gunicorn's gthread
-    pool: ThreadPoolExecutor.submit), one after another (SQLite has one writer); each keeps its database connection
-    and its bell's (`listen`). How many went through. Never raises.
+    pool: ThreadPoolExecutor.submit), one after another (SQLite has one writer); each keeps its database connection,
+    its reads prepared, and its bell's (`serving`). How many went through. Never raises.
 
     Why: database connections are per thread, so the web process's own rehearsal (config/wsgi.py, whose connection
     is closed: its thread serves no request) does not open them, and each request thread's first request did. On
@@ -161,7 +164,7 @@ def request_threads_rehearsal(submit: Callable[[Callable[[], bool]], Future[bool
         with contextlib.suppress(threading.BrokenBarrierError):  # fewer threads: those it has rehearse
             gate.wait(timeout=THREADS_GATHER_S)
         with one_at_a_time:
-            return answer_rehearsal(listen=True)
+            return answer_rehearsal(serving=True)
 
     try:
         futures = [submit(on_this_thread) for _ in range(max(threads, 1))]

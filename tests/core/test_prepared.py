@@ -193,3 +193,35 @@ def test_inside_a_transaction_a_changed_type_is_the_caller_s_and_the_next_run_pr
         probe_table(2)
     assert probe_table(3) == [("a", 3)]  # the rollback deallocated the statement
     assert not prepared._refused
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)  # a transaction of the connection's own, rolled back
+def test_reads_forgotten_at_a_rollback_are_prepared_again_with_their_last_values() -> None:
+    with transaction.atomic():
+        assert _run(41) == 42
+        transaction.set_rollback(True)
+    # psycopg deallocated them at the rollback (it forgets every statement then).
+    assert not [row for row in _prepared_here() if "podium-prepared-test" in row[0]]
+    assert prepared.prepare_again(connection) >= 1
+    ours = [row for row in _prepared_here() if "podium-prepared-test" in row[0]]
+    assert len(ours) == 1
+    assert _run(1) == 2  # and used: no second statement of that text
+    assert len([row for row in _prepared_here() if "podium-prepared-test" in row[0]]) == 1
+
+
+@postgresql_only
+def test_only_reads_are_run_again() -> None:
+    with prepared.cursor(connection) as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE podium_prepared_again (n integer)")
+        cursor.execute("INSERT INTO podium_prepared_again VALUES (%s)", [1])
+    prepared.prepare_again(connection)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM podium_prepared_again")
+        assert cursor.fetchone() == (1,)  # the insert was not run again
+
+
+def test_elsewhere_nothing_is_prepared_again() -> None:
+    if connection.vendor == "postgresql":
+        pytest.skip("SQLite and the other databases prepare nothing")
+    assert prepared.prepare_again(connection) == 0

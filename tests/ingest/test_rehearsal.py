@@ -15,7 +15,7 @@ from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import OperationalError
+from django.db import OperationalError, connection
 
 from accounts.models import ApiToken, AuditEvent, Membership, Organization
 from catalog.models import Round
@@ -168,6 +168,15 @@ def _on_each_thread(pool: ThreadPoolExecutor, threads: int, fn) -> list[object]:
     return [future.result() for future in [pool.submit(held) for _ in range(threads)]]
 
 
+def _prepared_count(database) -> int:
+    """How many statements the server holds prepared for `database`'s connection (0 off PostgreSQL)."""
+    if database.vendor != "postgresql":
+        return 0
+    with database.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        return cursor.fetchone()[0]
+
+
 def _close_on_each_thread(pool: ThreadPoolExecutor, threads: int) -> None:
     from django.db import connections
 
@@ -192,8 +201,11 @@ def test_each_request_thread_rehearses_the_answer_and_keeps_its_connection() -> 
             assert rehearsal.request_threads_rehearsal(submit, 3) == 3
             assert len(set(seen)) == 3  # each on a thread of its own, not one thread three times
             open_here = _on_each_thread(pool, 3, lambda: (threading.get_ident(),
-                                                          connections["default"].connection is not None))
-            assert sorted(open_here) == sorted((ident, True) for ident in seen)
+                                                          connections["default"].connection is not None,
+                                                          _prepared_count(connections["default"]) > 0))
+            # Each kept its connection, and on PostgreSQL its reads prepared after the rollback (core.prepared).
+            postgresql = connection.vendor == "postgresql"
+            assert sorted(open_here) == sorted((ident, True, postgresql) for ident in seen)
         finally:
             _close_on_each_thread(pool, 3)
     assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
@@ -250,3 +262,10 @@ def test_a_rehearsal_that_fails_after_its_upload_removes_the_upload_s_files(monk
     assert rehearsal.answer_rehearsal() is False
     assert [entry.name for entry in storage.scratch_dir().iterdir()] == []
     assert [path for path in Path(storage.root()).rglob("*") if path.is_file()] == []
+
+
+@pytest.mark.django_db(transaction=True)  # the rehearsal's own transaction, rolled back for real
+def test_the_verdict_rehearsal_leaves_its_reads_prepared() -> None:
+    assert rehearsal.verdict_rehearsal() is True
+    if connection.vendor == "postgresql":
+        assert _prepared_count(connection) >= 5  # the claim's, the store's and the settle's reads
