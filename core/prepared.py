@@ -21,10 +21,12 @@ Django's own cursor.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
-import weakref
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -86,20 +88,14 @@ def _preparing() -> type[Any]:
 # A statement run this many times is never prepared by psycopg on its own: only those asked for are.
 _NEVER_ON_ITS_OWN = sys.maxsize
 
-# Each psycopg connection's prepared reads, with the values each last ran with: what prepare_again runs again.
-# At most as many as psycopg keeps prepared (its prepared_max), the oldest dropped first.
-_NO_MAX = 1000  # where psycopg's prepared_max is unset
-_ran: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+# The reads prepared on this thread inside prepared_again_after's block: (psycopg connection, statement) -> values.
+_noting = threading.local()
 
 
 def _note(raw: Any, query: Any, params: Any) -> None:
-    if not _is_read(query):
-        return
-    ran = _ran.setdefault(raw, {})
-    ran.pop(query, None)
-    ran[query] = params
-    while len(ran) > (raw.prepared_max or _NO_MAX):
-        del ran[next(iter(ran))]
+    noted: dict[tuple[Any, Any], Any] | None = getattr(_noting, "reads", None)
+    if noted is not None and _is_read(query):
+        noted[(raw, query)] = params
 
 
 def _is_read(query: Any) -> bool:
@@ -107,28 +103,40 @@ def _is_read(query: Any) -> bool:
     return text.lstrip()[:6].upper() == "SELECT"
 
 
-def prepare_again(connection: BaseDatabaseWrapper) -> int:
-    """Run each read prepared on `connection` again, with the values it last ran with, so that it is prepared
-    anew; how many were. Reads only: no row changes, and outside a transaction a read that locks rows locks them for
-    its own statement only (inside one that then rolls back, they are forgotten again).
+@contextlib.contextmanager
+def prepared_again_after(connection: BaseDatabaseWrapper) -> Iterator[None]:
+    """The reads prepared on `connection` inside the block (on this thread) are run again once it ends, each with
+    the values it ran with there, so that they are prepared anew. For a block that ends in a rollback. Nothing is
+    run again where the block raises.
 
     Why: psycopg forgets every statement prepared on a connection when a transaction of it rolls back, and
     deallocates them on the server (they could name an object the rollback dropped). A rehearsal, which ends in a
     rollback (ingest.services.rehearsal), left its connection with none: the first real upload's request and task
     prepared each read again on the way to the verdict (PostgreSQL's log, each read's parse and first plans:
-    0.1-0.6 ms each, more on a busy machine)."""
-    if connection.vendor != "postgresql" or connection.connection is None or _refused:
-        return 0
-    again = 0
-    for query, params in list(_ran.get(connection.connection, {}).items()):
+    0.1-0.6 ms each, more on a busy machine).
+
+    Only reads (a SELECT), only the block's own, with the block's values: a rehearsal's made-up rows, gone after
+    its rollback, so a read that locks rows (FOR UPDATE) or draws from a sequence for each row finds none. Outside a
+    transaction, as after a rehearsal's, a lock would last its own statement only."""
+    if connection.vendor != "postgresql" or not settings.PODIUM_PREPARED_STATEMENTS:
+        yield
+        return
+    outer = getattr(_noting, "reads", None)
+    noted: dict[tuple[Any, Any], Any] = {}
+    _noting.reads = noted
+    try:
+        yield
+    finally:
+        _noting.reads = outer
+    raw = connection.connection
+    for (prepared_on, query), params in noted.items():
+        if prepared_on is not raw or _refused:  # the block's connection was replaced meanwhile: nothing to keep
+            continue
         try:
             with cursor(connection) as reading:
                 reading.execute(query, params)
-        except DatabaseError:  # whatever changed since (a migration): prepared at its next real run, as before
+        except DatabaseError:  # whatever changed since: prepared at its next real run, as before
             log.debug("a prepared read was not prepared again", exc_info=True)
-            continue
-        again += 1
-    return again
 
 
 def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:

@@ -21,6 +21,7 @@ import gc
 import logging
 import sys
 import threading
+from typing import Any
 
 from django.urls import NoReverseMatch, URLResolver, get_resolver, reverse
 
@@ -77,30 +78,51 @@ def first_request_warm() -> None:
 
 
 def lazy_patterns_compile() -> int:
-    """Compile now every regular expression a loaded module holds compiled lazily (Django's `_lazy_re_compile`:
-    the request's host, a response's charset, a multipart form's boundary, the validators' patterns): each was
-    compiled by the first request that met it (~0.9 ms of a first upload's request, in process, cProfile). Only
-    those: no other lazy object is evaluated (a settings-dependent one may not be ready). How many it compiled."""
-    from django.utils.functional import SimpleLazyObject, empty
+    """Compile now every regular expression that a loaded module holds compiled lazily (Django's
+    `_lazy_re_compile`), in its globals, its classes' attributes or its objects' (a validator's pattern): the
+    request's host, a response's charset, a multipart form's boundary, the validators'. Each was compiled by the
+    first request that met it (~0.9 ms of a first upload's request, in process, cProfile). Only those: no other
+    lazy object is evaluated (a settings-dependent one may not be ready), and a module that cannot be read (a
+    lazily loaded one) is left alone. How many it compiled."""
+    from django.utils.functional import SimpleLazyObject
 
     compiled = 0
     for module in list(sys.modules.values()):
         try:
-            names = vars(module)
-        except TypeError:  # not a module with a namespace (a placeholder some packages put there)
+            # Not vars(module): a lazily loaded module's attribute access runs it.
+            names = object.__getattribute__(module, "__dict__")
+        except Exception:  # no namespace (a placeholder some packages put there)
             continue
         for value in list(names.values()):
             # type(), not isinstance(): isinstance asks a lazy object its __class__, which evaluates it.
-            if type(value) is not SimpleLazyObject:
-                continue
-            state = object.__getattribute__(value, "__dict__")
-            make = state.get("_setupfunc")
-            if state.get("_wrapped") is empty and getattr(make, "__qualname__", "") == _LAZY_PATTERN:
-                value._setup()  # type: ignore[attr-defined]  # LazyObject's, not in the stubs
-                compiled += 1
+            if type(value) is SimpleLazyObject:
+                compiled += _compiled(value)
+            elif isinstance(value, type) or type(value).__module__ not in _NOT_HOLDERS:
+                try:  # a class's attributes, or an object's (validate_slug's pattern)
+                    held = object.__getattribute__(value, "__dict__")
+                except Exception:  # an object without one
+                    continue
+                for inner in list(held.values()):
+                    if type(inner) is SimpleLazyObject:
+                        compiled += _compiled(inner)
     return compiled
 
 
+def _compiled(lazy: Any) -> int:
+    from django.utils.functional import empty
+
+    state = object.__getattribute__(lazy, "__dict__")
+    if state.get("_wrapped") is not empty or getattr(state.get("_setupfunc"), "__qualname__", "") != _LAZY_PATTERN:
+        return 0
+    try:
+        lazy._setup()
+    except Exception:  # a pattern that does not compile fails where it is used, as before
+        return 0
+    return 1
+
+
+# Objects whose attributes hold no pattern of a module's: functions, modules, the builtins' own.
+_NOT_HOLDERS = frozenset({"builtins", "types"})
 _LAZY_PATTERN = "_lazy_re_compile.<locals>._compile"
 
 

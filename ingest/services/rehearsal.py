@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import hashlib
 import logging
 import tempfile
 import threading
@@ -46,6 +47,7 @@ from rest_framework.request import Request
 
 from accounts.authentication import ApiTokenAuthentication
 from accounts.models import ApiToken, Membership, Organization
+from accounts.services import audit_record
 from catalog.models import Round
 from core import prepared, wake
 from ingest import handoff, selectors, storage
@@ -77,8 +79,8 @@ def verdict_rehearsal() -> bool:
             # Checked before the transaction opens: on SQLite, the database's one writer is not held while the
             # checkers work.
             reports = task._verify_items(list(items_of(org_folder)), ruleset, root / "checks")
-            _store_rolled_back(reports, ruleset)
-        prepared.prepare_again(connection)  # the rollback made psycopg forget them (core.prepared)
+            with prepared.prepared_again_after(connection):  # the rollback makes psycopg forget them
+                _store_rolled_back(reports, ruleset)
     except Exception:
         log.warning("the worker's rehearsal of a verdict failed; its first task runs that way first", exc_info=True)
         return False
@@ -90,6 +92,7 @@ def verdict_rehearsal() -> bool:
 def _store_rolled_back(reports: list[ItemReport], ruleset: str) -> None:
     """Claim a made-up submission, store its verdict ahead and settle it, as a task does; then roll it all back."""
     with transaction.atomic():
+        _bounded()
         organization, round_ = _made_up(ruleset)
         made = Submission.objects.create(organization=organization, round=round_, source=Submission.Source.UPLOAD,
                                          sha256="0" * 64, label="rehearsal")
@@ -110,7 +113,9 @@ def answer_rehearsal(*, serving: bool = False) -> bool:
     made-up organization: its token signed in as the API signs one in, a made-up bundle's form checked, the upload
     received (its round and organization read, the look for the same bytes, the bundle unpacked, stored and handed
     over, the submission and its audit row inserted), then the submission read as its uploader sees it and its
-    status; all in a transaction rolled back, and the files the upload wrote removed. Then the bell's connection
+    status; all in a transaction rolled back (its waits bounded: _bounded), and the files the upload wrote removed
+    (with a bundle store that is not a local folder, nothing is stored: a bucket may keep what is deleted from it,
+    and the submission is inserted without the upload's store). Then the bell's connection
     (core.wake). With `serving` (the thread serves requests, and keeps its connections), the reads prepared again
     (the rollback made psycopg forget them: core.prepared) and this thread's own bell's connection (a waiting
     request's thread keeps one). Whether it went through.
@@ -122,14 +127,14 @@ def answer_rehearsal(*, serving: bool = False) -> bool:
     the request's way was first met by the first upload too (in process, PostgreSQL, cProfile of a first upload
     against a later one: ~5 ms more, in the token's sign-in and its last use written, the read of an uploader's
     only organization, the unpacking, the form's patterns). What it leaves: as the worker's (the module), no row
-    and nothing run after a commit, and no file; on PostgreSQL a gap in a few sequences per web process start. The
+    and nothing run after a commit, and no file; on PostgreSQL a gap in seven sequences per web process start. The
     connection it opened is the caller's to close: a web process's main thread serves no request. It never
     raises."""
     try:
-        _answer_rolled_back()
+        with prepared.prepared_again_after(connection) if serving else contextlib.nullcontext():
+            _answer_rolled_back()  # the rollback makes psycopg forget the reads it prepared (core.prepared)
         wake.connect()
         if serving:
-            prepared.prepare_again(connection)  # the rollback made psycopg forget them (core.prepared)
             with wake.listening(f"rehearsal:{uuid.uuid4().hex}"):
                 pass  # subscribed and unsubscribed: the connection is kept for the thread's first wait
     except Exception:
@@ -156,15 +161,22 @@ def request_threads_rehearsal(submit: Callable[[Callable[[], bool]], Future[bool
 
     Each rehearsal first waits until all `threads` are taken (a barrier): the pool starts a new thread for a task
     only while none is idle, so without it one thread could take every task. A pool that never starts that many
-    breaks the barrier after THREADS_GATHER_S, and the threads it has rehearse all the same."""
+    breaks the barrier after THREADS_GATHER_S, and the threads it has rehearse all the same. Once one fails, the
+    others do not try (with the database down, each would wait for its connection to time out)."""
     gate = threading.Barrier(max(threads, 1))
     one_at_a_time = threading.Lock()
+    failed = threading.Event()
 
     def on_this_thread() -> bool:
         with contextlib.suppress(threading.BrokenBarrierError):  # fewer threads: those it has rehearse
             gate.wait(timeout=THREADS_GATHER_S)
         with one_at_a_time:
-            return answer_rehearsal(serving=True)
+            if failed.is_set():  # once one failed (a database that is down), the others would wait as long
+                return False
+            went = answer_rehearsal(serving=True)
+            if not went:
+                failed.set()
+            return went
 
     try:
         futures = [submit(on_this_thread) for _ in range(max(threads, 1))]
@@ -173,6 +185,20 @@ def request_threads_rehearsal(submit: Callable[[Callable[[], bool]], Future[bool
         log.warning("the rehearsal of an upload's answer on the request threads failed; their first requests "
                     "connect", exc_info=True)
         return 0
+
+
+# What a rehearsal's statements wait for at most on PostgreSQL: a lock (a migration holding a table), and a statement.
+# A process's start must not hang on them; gunicorn does not time a worker out before it serves.
+LOCK_WAIT = "2s"
+STATEMENT_LIMIT = "10s"
+
+
+def _bounded() -> None:
+    """Bound the waits of the rehearsal's transaction, on PostgreSQL (its own settings, gone with it)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                           [LOCK_WAIT, STATEMENT_LIMIT])
 
 
 def _made_up(ruleset: str, open_for: datetime.timedelta | None = None) -> tuple[Organization, Round]:
@@ -190,6 +216,7 @@ def _answer_rolled_back() -> None:
     left: list[Callable[[], None]] = []
     try:
         with transaction.atomic():
+            _bounded()
             _answer_reads(left)
             transaction.set_rollback(True)  # nothing of it is kept (an error rolls back too)
     finally:
@@ -207,7 +234,14 @@ def _answer_reads(left: list[Callable[[], None]]) -> None:
                             expires_at=timezone.now() + datetime.timedelta(minutes=1))
     visitor = _signed_in(text)
     upload_target(actor=visitor, round_slug=round_.slug, organization_slug=organization.slug)
-    submission = _uploaded(visitor, round_, name, left)
+    if storage.is_local():
+        submission = _uploaded(visitor, round_, name, left)
+    else:  # a bucket may keep what is deleted from it (versioning): rehearsed up to the store, and inserted
+        task._same_bytes(round_, organization, "0" * 64)
+        submission = Submission.objects.create(organization=organization, round=round_, uploaded_by=visitor,
+                                               source=Submission.Source.UPLOAD, sha256="0" * 64, label="rehearsal",
+                                               state=Submission.State.RECEIVED, queued_at=timezone.now())
+        audit_record(actor=visitor, action="submission.create", subject=submission, after={"rehearsal": True})
     followed = selectors.submission_followed(visitor, submission)
     followed.state()
     row = followed.row()
@@ -244,6 +278,9 @@ def _uploaded(visitor: User, round_: Round, name: str, left: list[Callable[[], N
         f"{top}/systems/{warm_sample.SYSTEM_NAME}.json": warm_sample.system_bytes(),
         **{f"{top}/results/{warm_sample.SYSTEM_NAME}/{benchmark}/result_{n}.txt":
            warm_sample.log_text(benchmark).encode() for n in range(SAMPLE_RUNS)}})
+    # Its stored file's removal is counted on before the upload: it is stored before its row is inserted.
+    stored_as = storage.relative_path(hashlib.sha256(archive).hexdigest(), ".tar.gz")  # as submission_upload names it
+    left.append(functools.partial(_stored_bundle_removed, stored_as))
     bundle = SimpleUploadedFile(f"{name}.tar.gz", archive, "application/gzip")
     # As a multipart form's fields and files reach the serializer (DRF reads lists from them by their own rules).
     form = UploadInput(data=MultiValueDict({"round": [round_.slug], "bundle": [bundle]}))
@@ -252,14 +289,15 @@ def _uploaded(visitor: User, round_: Round, name: str, left: list[Callable[[], N
     bundle.seek(0)
     outcome = upload_receive(actor=visitor, upload=UploadRequest(round=round_.slug, bundle=bundle))
     submission = outcome.submission
+    left.append(functools.partial(handoff.withdraw, submission_id=submission.pk, sha256=submission.sha256,
+                                  limits=task.upload_limits()))
     if not outcome.created or not submission.bundle_path:
         raise RuntimeError("the rehearsal's made-up upload was not stored as a new submission")
-    left.append(functools.partial(_upload_files_removed, submission.pk, submission.sha256, submission.bundle_path))
     return submission
 
 
-def _upload_files_removed(submission_id: int, sha256: str, bundle_path: str) -> None:
-    handoff.withdraw(submission_id=submission_id, sha256=sha256, limits=task.upload_limits())
+def _stored_bundle_removed(bundle_path: str) -> None:
+    """The made-up bundle's stored file, whose bytes no other upload has (a line of its own), if it was stored."""
     storage.bundle_storage().delete(storage.bundle_key(bundle_path))
 
 

@@ -211,13 +211,22 @@ def test_the_lazily_compiled_patterns_of_loaded_modules_are_compiled_and_nothing
 
     from core.warmup import lazy_patterns_compile
 
+    class Holder:  # a class's pattern (MultiPartParser's boundary), and an object's (a validator's)
+        pattern = _lazy_re_compile(r"^b+$")
+
+        def __init__(self) -> None:
+            self.own = _lazy_re_compile(r"^c+$")
+
     evaluated: list[str] = []
     module = types.ModuleType("podium_test_lazy_patterns")
     module.pattern = _lazy_re_compile(r"^a+$")
+    module.Holder = Holder
+    module.holder = Holder()
     module.other = SimpleLazyObject(lambda: evaluated.append("other") or "other")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    assert object.__getattribute__(module.pattern, "_wrapped") is empty
-    assert lazy_patterns_compile() >= 1
-    assert object.__getattribute__(module.pattern, "_wrapped").pattern == r"^a+$"
+    lazies = [module.pattern, Holder.__dict__["pattern"], module.holder.__dict__["own"]]
+    assert [object.__getattribute__(lazy, "_wrapped") for lazy in lazies] == [empty] * 3
+    assert lazy_patterns_compile() >= 3
+    assert [object.__getattribute__(lazy, "_wrapped").pattern for lazy in lazies] == [r"^a+$", r"^b+$", r"^c+$"]
     assert object.__getattribute__(module.other, "_wrapped") is empty and evaluated == []  # not a pattern: left alone
     assert lazy_patterns_compile() == 0  # compiled once

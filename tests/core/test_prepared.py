@@ -197,13 +197,11 @@ def test_inside_a_transaction_a_changed_type_is_the_caller_s_and_the_next_run_pr
 
 @postgresql_only
 @pytest.mark.django_db(transaction=True)  # a transaction of the connection's own, rolled back
-def test_reads_forgotten_at_a_rollback_are_prepared_again_with_their_last_values() -> None:
-    with transaction.atomic():
+def test_the_reads_a_rolled_back_block_prepared_are_prepared_again_after_it() -> None:
+    with prepared.prepared_again_after(connection), transaction.atomic():
         assert _run(41) == 42
+        # psycopg forgets them at the rollback and deallocates them (every statement of the connection).
         transaction.set_rollback(True)
-    # psycopg deallocated them at the rollback (it forgets every statement then).
-    assert not [row for row in _prepared_here() if "podium-prepared-test" in row[0]]
-    assert prepared.prepare_again(connection) >= 1
     ours = [row for row in _prepared_here() if "podium-prepared-test" in row[0]]
     assert len(ours) == 1
     assert _run(1) == 2  # and used: no second statement of that text
@@ -211,17 +209,34 @@ def test_reads_forgotten_at_a_rollback_are_prepared_again_with_their_last_values
 
 
 @postgresql_only
-def test_only_reads_are_run_again() -> None:
-    with prepared.cursor(connection) as cursor:
-        cursor.execute("CREATE TEMPORARY TABLE podium_prepared_again (n integer)")
-        cursor.execute("INSERT INTO podium_prepared_again VALUES (%s)", [1])
-    prepared.prepare_again(connection)
+@pytest.mark.django_db(transaction=True)
+def test_only_the_blocks_own_reads_are_run_again() -> None:
+    _run(5)  # before the block: forgotten at its rollback, and not run again
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM podium_prepared_again")
-        assert cursor.fetchone() == (1,)  # the insert was not run again
+        cursor.execute("CREATE TABLE podium_prepared_again (n integer)")
+    try:
+        with prepared.prepared_again_after(connection), transaction.atomic():
+            with prepared.cursor(connection) as cursor:
+                cursor.execute("INSERT INTO podium_prepared_again VALUES (%s)", [1])
+                cursor.execute("SELECT count(*), 'podium-prepared-again-read' FROM podium_prepared_again "
+                               "WHERE n >= %s", [0])
+            transaction.set_rollback(True)
+        statements = [row[0] for row in _prepared_here()]
+        assert [text for text in statements if "podium-prepared-again-read" in text]  # the read, again
+        assert not [text for text in statements if "INSERT" in text.upper()]  # not the write
+        assert not [text for text in statements if "podium-prepared-test" in text]  # not what came before
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM podium_prepared_again")
+            assert cursor.fetchone() == (0,)  # the insert was rolled back, and not run again
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE podium_prepared_again")
 
 
-def test_elsewhere_nothing_is_prepared_again() -> None:
-    if connection.vendor == "postgresql":
-        pytest.skip("SQLite and the other databases prepare nothing")
-    assert prepared.prepare_again(connection) == 0
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_nothing_is_run_again_after_a_block_that_raised() -> None:
+    with pytest.raises(RuntimeError), prepared.prepared_again_after(connection), transaction.atomic():
+        _run(1)
+        raise RuntimeError("the rehearsal failed")
+    assert not [row for row in _prepared_here() if "podium-prepared-test" in row[0]]

@@ -20,7 +20,7 @@ from django.db import OperationalError, connection
 from accounts.models import ApiToken, AuditEvent, Membership, Organization
 from catalog.models import Round
 from core import compiled
-from ingest import storage
+from ingest import handoff, storage
 from ingest.models import Finding, Result, Run, Submission, System
 from ingest.services import rehearsal, submissions
 
@@ -235,12 +235,23 @@ def _gunicorn_hook():
     return runpy.run_path(str(Path(__file__).resolve().parents[2] / "gunicorn.conf.py"))["post_worker_init"]
 
 
+def _worker(kind: type, threads: int, **more: object) -> object:
+    """A gunicorn worker of `kind` as the hook sees it once the app is loaded (not booted: no sockets, no loop)."""
+    worker = kind.__new__(kind)
+    worker.cfg = SimpleNamespace(threads=threads)
+    worker.log = logging.getLogger("test.gunicorn")
+    for name, value in more.items():
+        setattr(worker, name, value)
+    return worker
+
+
 @pytest.mark.django_db(transaction=True)
 def test_gunicorn_s_threaded_worker_rehearses_on_its_request_threads(caplog: pytest.LogCaptureFixture) -> None:
+    from gunicorn.workers.gthread import ThreadWorker
+
     with ThreadPoolExecutor(max_workers=2) as pool, caplog.at_level(logging.INFO, logger="test.gunicorn"):
-        worker = SimpleNamespace(tpool=pool, cfg=SimpleNamespace(threads=2), log=logging.getLogger("test.gunicorn"))
         try:
-            _gunicorn_hook()(worker)
+            _gunicorn_hook()(_worker(ThreadWorker, 2, tpool=pool))
         finally:
             _close_on_each_thread(pool, 2)
     assert [record.getMessage() for record in caplog.records if record.name == "test.gunicorn"] == [
@@ -248,24 +259,109 @@ def test_gunicorn_s_threaded_worker_rehearses_on_its_request_threads(caplog: pyt
 
 
 def test_gunicorn_s_sync_worker_rehearses_on_its_own_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gunicorn.workers.sync import SyncWorker
+
     threads: list[int] = []
     monkeypatch.setattr(rehearsal, "answer_rehearsal", lambda **kwargs: threads.append(threading.get_ident()))
-    _gunicorn_hook()(SimpleNamespace(cfg=SimpleNamespace(threads=1), log=logging.getLogger("test.gunicorn")))
+    _gunicorn_hook()(_worker(SyncWorker, 1))
     assert threads == [threading.get_ident()]  # a sync worker serves its requests on the thread that loaded the app
+
+
+def test_a_worker_that_serves_elsewhere_rehearses_nothing_and_a_failure_never_fails_the_boot(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from gunicorn.workers.base import Worker
+    from gunicorn.workers.gthread import ThreadWorker
+
+    class Elsewhere(Worker):  # as gevent's and the ASGI workers: requests on other greenlets or an event loop
+        pass
+
+    ran: list[str] = []
+    monkeypatch.setattr(rehearsal, "answer_rehearsal", lambda **kwargs: ran.append("rehearsed"))
+    _gunicorn_hook()(_worker(Elsewhere, 1))
+    assert ran == []
+
+    def broken(*args: object) -> int:
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(rehearsal, "request_threads_rehearsal", broken)
+    with caplog.at_level(logging.INFO, logger="test.gunicorn"):
+        _gunicorn_hook()(_worker(ThreadWorker, 2, tpool=SimpleNamespace(submit=None)))  # it returns
+    assert [record.getMessage() for record in caplog.records if record.name == "test.gunicorn"] == [
+        "the rehearsal of an upload's answer on the request threads failed"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_once_a_thread_s_rehearsal_fails_the_others_do_not_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    tried: list[int] = []
+
+    def down(**kwargs: object) -> bool:
+        tried.append(threading.get_ident())
+        return False  # as answer_rehearsal answers when the database is down (it logs, never raises)
+
+    monkeypatch.setattr(rehearsal, "answer_rehearsal", down)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        assert rehearsal.request_threads_rehearsal(pool.submit, 3) == 0
+    assert len(tried) == 1
+
+
+def _upload_written(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
+    """What the rehearsal's upload stores and hands over, noted as it happens."""
+    written: dict[str, list] = {"stored": [], "handed over": []}
+    real_store, real_hand_over = storage.store, handoff.hand_over
+
+    def store(*args, **kwargs) -> str:
+        written["stored"].append(real_store(*args, **kwargs))
+        return written["stored"][-1]
+
+    def hand_over(*args, **kwargs) -> bool:
+        written["handed over"].append(real_hand_over(*args, **kwargs))
+        return written["handed over"][-1]
+
+    monkeypatch.setattr(storage, "store", store)
+    monkeypatch.setattr(handoff, "hand_over", hand_over)
+    return written
+
+
+def _no_upload_files_left() -> None:
+    assert [entry.name for entry in storage.scratch_dir().iterdir()] == []
+    assert [path for path in Path(storage.root()).rglob("*") if path.is_file()] == []
 
 
 def test_a_rehearsal_that_fails_after_its_upload_removes_the_upload_s_files(monkeypatch: pytest.MonkeyPatch) -> None:
     def down(*args: object, **kwargs: object) -> None:
         raise OperationalError("server closed the connection unexpectedly")
 
+    written = _upload_written(monkeypatch)
     monkeypatch.setattr(rehearsal.selectors, "submission_followed", down)  # after the upload's store and hand-off
     assert rehearsal.answer_rehearsal() is False
-    assert [entry.name for entry in storage.scratch_dir().iterdir()] == []
-    assert [path for path in Path(storage.root()).rglob("*") if path.is_file()] == []
+    assert len(written["stored"]) == 1 and written["handed over"] == [True]
+    _no_upload_files_left()
 
 
+def test_a_rehearsal_whose_upload_fails_after_the_store_removes_the_stored_bundle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def down(*args: object, **kwargs: object) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    written = _upload_written(monkeypatch)
+    monkeypatch.setattr(submissions, "audit_record", down)  # the upload's audit row: its bundle is stored by then
+    assert rehearsal.answer_rehearsal() is False
+    assert len(written["stored"]) == 1 and written["handed over"] == []
+    _no_upload_files_left()
+
+
+def test_with_a_remote_store_the_rehearsal_stores_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket may keep what is deleted from it (versioning): nothing is put there at each start."""
+    written = _upload_written(monkeypatch)
+    monkeypatch.setattr(storage, "is_local", lambda: False)
+    before = {model: model.objects.count() for model in _ANSWER_MODELS}
+    assert rehearsal.answer_rehearsal() is True
+    assert written == {"stored": [], "handed over": []}
+    assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements: PostgreSQL")
 @pytest.mark.django_db(transaction=True)  # the rehearsal's own transaction, rolled back for real
 def test_the_verdict_rehearsal_leaves_its_reads_prepared() -> None:
     assert rehearsal.verdict_rehearsal() is True
-    if connection.vendor == "postgresql":
-        assert _prepared_count(connection) >= 5  # the claim's, the store's and the settle's reads
+    assert _prepared_count(connection) >= 5  # the claim's, the store's and the settle's reads
