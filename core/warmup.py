@@ -94,10 +94,13 @@ def lazy_patterns_compile() -> int:
         except Exception:  # no namespace (a placeholder some packages put there)
             continue
         for value in list(names.values()):
-            # type(), not isinstance(): isinstance asks a lazy object its __class__, which evaluates it.
-            if type(value) is SimpleLazyObject:
+            # Only type(value), never isinstance(value, ...): isinstance asks an object its __class__ where its type
+            # is not the one asked for, which evaluates a lazy object (a storage, the settings) or warns of a
+            # deprecated one.
+            kind = type(value)
+            if kind is SimpleLazyObject:
                 compiled += _compiled(value)
-            elif isinstance(value, type) or type(value).__module__ not in _NOT_HOLDERS:
+            elif issubclass(kind, type) or kind.__module__ not in _NOT_HOLDERS:
                 try:  # a class's attributes, or an object's (validate_slug's pattern)
                     held = object.__getattribute__(value, "__dict__")
                 except Exception:  # an object without one

@@ -206,7 +206,7 @@ def test_the_lazily_compiled_patterns_of_loaded_modules_are_compiled_and_nothing
         monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    from django.utils.functional import SimpleLazyObject, empty
+    from django.utils.functional import LazyObject, SimpleLazyObject, empty
     from django.utils.regex_helper import _lazy_re_compile
 
     from core.warmup import lazy_patterns_compile
@@ -217,8 +217,21 @@ def test_the_lazily_compiled_patterns_of_loaded_modules_are_compiled_and_nothing
         def __init__(self) -> None:
             self.own = _lazy_re_compile(r"^c+$")
 
+    class Other(LazyObject):  # a lazy object of another kind (a storage, the settings): asking its class sets it up
+        def _setup(self) -> None:
+            evaluated.append("another lazy object")
+            self._wrapped = object()
+
+    class Warns:  # a deprecated object that warns when asked its class
+        @property
+        def __class__(self) -> type:  # type: ignore[override]
+            evaluated.append("a deprecated object")
+            return Warns
+
     evaluated: list[str] = []
     module = types.ModuleType("podium_test_lazy_patterns")
+    module.another = Other()
+    module.deprecated = Warns()
     module.pattern = _lazy_re_compile(r"^a+$")
     module.Holder = Holder
     module.holder = Holder()

@@ -365,3 +365,18 @@ def test_with_a_remote_store_the_rehearsal_stores_nothing(monkeypatch: pytest.Mo
 def test_the_verdict_rehearsal_leaves_its_reads_prepared() -> None:
     assert rehearsal.verdict_rehearsal() is True
     assert _prepared_count(connection) >= 5  # the claim's, the store's and the settle's reads
+
+
+def test_a_file_that_cannot_be_removed_leaves_the_others_removed(monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise PermissionError("read-only file system")
+
+    written = _upload_written(monkeypatch)
+    monkeypatch.setattr(rehearsal, "_stored_bundle_removed", refused)
+    with caplog.at_level(logging.INFO, logger="podium.submissions"):
+        assert rehearsal.answer_rehearsal() is True  # the rehearsal went through; a file is the sweep's
+    assert written["handed over"] == [True]
+    assert [entry.name for entry in storage.scratch_dir().iterdir()] == []  # the hand-off was removed all the same
+    assert [record.getMessage() for record in caplog.records] == [
+        "a file the rehearsal's upload wrote was not removed"]
