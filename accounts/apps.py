@@ -11,3 +11,7 @@ class AccountsConfig(AppConfig):
         from accounts.throttles import on_login_failed
 
         user_login_failed.connect(on_login_failed, dispatch_uid="podium-sign-in-throttle")
+
+        from core import after_response
+
+        after_response.connect()  # a token's last use is written after the response (accounts.authentication)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any
 
 from django.db import router
@@ -14,7 +15,7 @@ from rest_framework.request import Request
 
 from accounts import viewer, with_user
 from accounts.models import ApiToken
-from core import compiled
+from core import after_response, compiled
 
 # last_used_at is for the owner's token list, not an audit trail: one write a minute is plenty.
 _TOUCH_EVERY = datetime.timedelta(minutes=1)
@@ -48,14 +49,20 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed("This account is disabled.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
-            # Built once per process (core.compiled): through the ORM each write built the statement again, ~1 ms
-            # of the first request of every minute of a token's use (in process, PostgreSQL).
-            compiled.update("accounts.token_used", lambda: (
-                ApiToken.objects.filter(pk=_TOKEN), {"last_used_at": _USED_AT}), {_TOKEN: token.pk, _USED_AT: now})
+            # After the response: it is for the owner's token list, and the first request of every minute of a
+            # token's use, most real uploads, wrote it before its own work (core.after_response).
+            after_response.later(functools.partial(_used, token.pk, now))
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+def _used(token_id: int, at: datetime.datetime) -> None:
+    """The token's last use: built once per process (core.compiled), where the ORM built the statement again at
+    each write (~1 ms, in process, PostgreSQL)."""
+    compiled.update("accounts.token_used", lambda: (ApiToken.objects.filter(pk=_TOKEN), {"last_used_at": _USED_AT}),
+                    {_TOKEN: token_id, _USED_AT: at})
 
 
 def _token_statement(alias: str) -> with_user.Statement:

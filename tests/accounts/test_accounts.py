@@ -313,6 +313,25 @@ def test_a_malformed_authorization_header_gets_401_not_a_server_error(header, pe
     assert response["WWW-Authenticate"] == "Token"
 
 
+def test_a_token_s_last_use_is_written_once_the_response_has_gone(people) -> None:
+    from django.http import HttpRequest
+    from rest_framework.request import Request
+
+    from accounts.authentication import ApiTokenAuthentication
+    from core import after_response
+
+    secret = token_for(people.alice, "read")
+    request = HttpRequest()
+    request.META["HTTP_AUTHORIZATION"] = f"Token {secret}"
+    after_response._started()  # a request being served (the signal's own handler, without Django's others)
+    try:
+        assert ApiTokenAuthentication().authenticate(Request(request)) is not None
+        assert token_row(secret).last_used_at is None  # not on the way to the answer
+    finally:
+        after_response._finished()
+    assert token_row(secret).last_used_at is not None
+
+
 def test_using_a_token_sets_last_used_at(people) -> None:
     secret = token_for(people.alice, "read")
     other = token_for(people.alice, "read")
