@@ -99,8 +99,7 @@ def _note(raw: Any, query: Any, params: Any) -> None:
 
 
 def _is_read(query: Any) -> bool:
-    text = query if isinstance(query, str) else query.decode() if isinstance(query, bytes) else ""
-    return text.lstrip()[:6].upper() == "SELECT"
+    return isinstance(query, str) and query.lstrip()[:6].upper() == "SELECT"  # Django sends its SQL as text
 
 
 @contextlib.contextmanager
