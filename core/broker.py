@@ -78,29 +78,29 @@ class _Health:
 _health = _Health()
 
 
-def hand_off(task_name: str, *args: object, what: str) -> bool:
+def hand_off(task_name: str, *args: object, what: str, lost: str = "the sweeper will retry") -> bool:
     """Publish the task `task_name` (by name, through Celery's registry: the tasks modules build on the
     services that call this, not the reverse). False when it was not published: the broker failed, now or
-    within RETRY_S, or keeps another publish waiting; the caller's work stays where the sweeper finds it.
-    Never raises."""
+    within RETRY_S, or keeps another publish waiting; the caller's work stays where the sweeper finds it
+    (`lost`: what the log says happens then). Never raises."""
     app = current_app
     task = app.tasks.get(task_name)
     if task is None:  # a mistake of Podium's, not the broker's: it must not make others skip the broker
-        log.error("could not enqueue %s: no task %s is registered; the sweeper will retry", what, task_name)
+        log.error("could not enqueue %s: no task %s is registered; %s", what, task_name, lost)
         return False
     # In-process tasks (no broker, or tests) run here: nothing to wait for, nothing to skip.
     broker = "" if app.conf.task_always_eager else str(app.conf.broker_url or "")
     began = _clock()
     refusal = _health.begin(broker, began) if broker else None
     if refusal is not None:
-        log.warning("could not enqueue %s: %s; the sweeper will retry", what, refusal)
+        log.warning("could not enqueue %s: %s; %s", what, refusal, lost)
         return False
     try:
         task.delay(*args)
     except Exception:  # kombu/redis errors vary by transport; none of them may fail the caller
         if broker:
             _health.failed(broker)
-        log.exception("could not enqueue %s; the sweeper will retry", what)
+        log.exception("could not enqueue %s; %s", what, lost)
         return False
     finally:
         if broker:

@@ -27,6 +27,14 @@ def verify_submission(self, submission_id: int) -> str:
         raise self.retry(exc=exc, countdown=5 * 2**self.request.retries) from exc
 
 
+@shared_task(ignore_result=True)
+def warm_up() -> str:
+    """Nothing. Each web request thread sends it once, when it starts (ingest.services.rehearsal.answer_rehearsal),
+    so that the first upload's hand-off is not the first task that process sends, nor the first task that the
+    worker's pool process which takes it runs (see there)."""
+    return "warm"
+
+
 @shared_task(acks_late=True)
 def sweep_submissions() -> list[int]:
     return submissions.submissions_sweep()

@@ -49,7 +49,7 @@ from accounts.authentication import ApiTokenAuthentication
 from accounts.models import ApiToken, Membership, Organization
 from accounts.services import audit_record
 from catalog.models import Round
-from core import prepared, wake
+from core import broker, prepared, wake
 from ingest import handoff, selectors, storage
 from ingest.bundles import canonical_tar_gz
 from ingest.engine import tool, warm_sample
@@ -117,8 +117,10 @@ def answer_rehearsal(*, serving: bool = False) -> bool:
     (with a bundle store that is not a local folder, nothing is stored: a bucket may keep what is deleted from it,
     and the submission is inserted without the upload's store). Then the bell's connection
     (core.wake). With `serving` (the thread serves requests, and keeps its connections), the reads prepared again
-    (the rollback made psycopg forget them: core.prepared) and this thread's own bell's connection (a waiting
-    request's thread keeps one). Whether it went through.
+    (the rollback made psycopg forget them: core.prepared), this thread's own bell's connection (a waiting
+    request's thread keeps one) and a task that does nothing sent to the workers (WARM_UP_TASK: Celery's way of
+    sending one run for the first time; one that cannot be sent leaves it to the first upload, and the rehearsal
+    went through all the same). Whether it went through.
 
     Why: each read is a statement built once per process (core.compiled), and the first upload built them all in
     its requests: a web process's first upload spent ~15 ms (SQLite) to ~20 ms (PostgreSQL) more in the web server
@@ -137,12 +139,20 @@ def answer_rehearsal(*, serving: bool = False) -> bool:
         if serving:
             with wake.listening(f"rehearsal:{uuid.uuid4().hex}"):
                 pass  # subscribed and unsubscribed: the connection is kept for the thread's first wait
+            broker.hand_off(WARM_UP_TASK, what="a web request thread's warm-up", lost="its first upload sends first")
     except Exception:
         log.warning("the web process's rehearsal of an upload's answer failed; its first upload makes those reads "
                     "first", exc_info=True)
         return False
     return True
 
+
+# What a request thread sends when it starts (answer_rehearsal, `serving`): a task that does nothing. Why: Celery's way
+# of sending a task runs several hundred functions, and the first upload's hand-off ran them for the first time in
+# that process: 4-6 ms, against ~1 ms for the next (in process, after the rest of a web process's start, the broker
+# connected). And the worker's pool process that takes it runs a task for the first time too (~0.7 ms more from
+# its receipt to its start, bench/upload_latency.py). A message in the worker's queue per request thread started.
+WARM_UP_TASK = "ingest.tasks.warm_up"
 
 # How long the request threads' rehearsal waits for all of them to be started (see request_threads_rehearsal).
 THREADS_GATHER_S = 10.0

@@ -380,3 +380,44 @@ def test_a_file_that_cannot_be_removed_leaves_the_others_removed(monkeypatch: py
     assert [entry.name for entry in storage.scratch_dir().iterdir()] == []  # the hand-off was removed all the same
     assert [record.getMessage() for record in caplog.records] == [
         "a file the rehearsal's upload wrote was not removed"]
+
+
+def test_a_request_thread_s_rehearsal_sends_one_task_that_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Celery's way of sending a task met for the first time by a rehearsal, not by the first upload's hand-off; the
+    web process's main thread serves no upload and sends none."""
+    sent: list[tuple[str, tuple[object, ...]]] = []
+    real = rehearsal.broker.hand_off
+
+    def hand_off(task_name: str, *args: object, **kwargs: object) -> bool:
+        sent.append((task_name, args))
+        return real(task_name, *args, **kwargs)  # tests run tasks in process: the task itself runs here
+
+    monkeypatch.setattr(rehearsal.broker, "hand_off", hand_off)
+    before = {model: model.objects.count() for model in _ANSWER_MODELS}
+    assert rehearsal.answer_rehearsal() is True
+    assert sent == []
+    assert rehearsal.answer_rehearsal(serving=True) is True
+    assert sent == [("ingest.tasks.warm_up", ())]
+    assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
+
+
+def test_the_warm_up_task_is_registered_and_does_nothing() -> None:
+    from celery import current_app
+
+    before = {model: model.objects.count() for model in _ANSWER_MODELS}
+    assert current_app.tasks[rehearsal.WARM_UP_TASK].apply().get() == "warm"
+    assert {model: model.objects.count() for model in _ANSWER_MODELS} == before
+
+
+def test_a_warm_up_that_cannot_be_sent_is_logged_and_the_rehearsal_went_through(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from celery import current_app
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(current_app.tasks[rehearsal.WARM_UP_TASK], "delay", refused)
+    with caplog.at_level(logging.WARNING, logger="podium"):
+        assert rehearsal.answer_rehearsal(serving=True) is True
+    assert [record.getMessage() for record in caplog.records] == [
+        "could not enqueue a web request thread's warm-up; its first upload sends first"]
