@@ -11,11 +11,8 @@ from ingest.engine.logparse import ParsedLog, is_hyperparameter
 
 def rerun_digest(parsed: ParsedLog) -> str:
     """sha256 over the :::MLLOG lines that are not hyperparameters, in order; "" for a log without any."""
-    lines = [event.text for event in parsed.events if not is_hyperparameter(event.key)]
+    lines = [event.text.strip() for event in parsed.events if not is_hyperparameter(event.key)]
     if not lines:
         return ""
-    digest = hashlib.sha256()
-    for line in lines:
-        digest.update(line.strip().encode("utf-8", "replace"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+    lines.append("")  # each line ends with a newline: the text is encoded and hashed at once, not line by line
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "replace")).hexdigest()

@@ -1,0 +1,59 @@
+"""What a run's values read from its log are stored as: a NUL character, which PostgreSQL's text and jsonb refuse,
+escaped wherever it occurs; everything else as it was read, with no copy made of a value that needs no change."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.engine.logparse import parse_log
+from ingest.models import Run, Submission
+from ingest.services import results as results_service
+from ingest.services import submissions
+from tests.ingest.test_trust import api, item_folder, upload
+from tests.people import tar_gz_of
+
+pytestmark = pytest.mark.django_db
+
+NUL_ESCAPE = "\\u0000"  # the six characters of JSON's escape, as a log holds them
+
+
+def _line(key: str, value: str) -> str:
+    return f':::MLLOG {{"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "{key}", ' \
+           f'"value": {value}, "metadata": {{"file": "train.py", "lineno": 1}}}}\n'
+
+
+def test_a_log_may_hold_a_nul_only_where_its_text_escapes_one() -> None:
+    assert parse_log(_line("opt_name", '"sgd"').encode(), "r.txt").may_hold_nul is False
+    escaped = parse_log(_line("opt_name", f'"sgd{NUL_ESCAPE}x"').encode(), "r.txt")
+    assert escaped.may_hold_nul is True
+    assert escaped.events[0].value == "sgd\x00x"
+    # An escaped backslash before "u0000" holds no NUL; it is only looked at as if it might.
+    assert parse_log(_line("opt_name", '"sgd\\\\u0000"').encode(), "r.txt").may_hold_nul is True
+
+
+def test_a_nul_in_a_runs_values_is_stored_escaped_and_the_other_runs_as_read(
+        people, round_open, demo_tree, tmp_path, django_capture_on_commit_callbacks):
+    folder = item_folder(demo_tree, tmp_path)
+    logs = sorted((folder / "results").glob("*/*/result_*.txt"))
+    with logs[0].open("a") as log:
+        log.write(_line("opt_podium_note", f'{{"text": "a{NUL_ESCAPE}b", "list": ["c{NUL_ESCAPE}"]}}'))
+    with django_capture_on_commit_callbacks(execute=False):
+        pk = upload(api(people.alice), tar_gz_of(folder)).json()["id"]
+    assert submissions.submission_verify(submission_id=pk) in (Submission.State.VERIFIED,
+                                                               Submission.State.NONCOMPLIANT)
+    runs = {run.file.rsplit("/", 1)[-1]: run for run in Run.objects.filter(result__submission_id=pk)}
+    assert len(runs) == len(logs)
+    assert runs[logs[0].name].hyperparameters["opt_podium_note"] == {"text": "a\\x00b", "list": ["c\\x00"]}
+    other = runs[logs[1].name]
+    read = parse_log(logs[1].read_bytes(), logs[1].name)
+    assert other.hyperparameters == read.hyperparameters() and other.hyperparameters
+
+
+def test_a_value_from_a_log_without_a_nul_is_stored_as_it_is_unless_it_needs_cleaning() -> None:
+    clean = {"opt_name": "sgd", "steps": [1, 2.5, None, True], "nested": {"k": "v"}}
+    assert results_service._log_json(clean, False) is clean  # no copy made
+    assert results_service._log_json(clean, True) == clean
+    assert results_service._log_json(clean, True) is not clean  # db_safe's copy
+    # Where the log may hold a NUL, or a value is not what storable vouches for, db_safe decides.
+    assert results_service._log_json({"t": "a\x00b"}, True) == {"t": "a\\x00b"}
+    assert results_service._log_json({"v": float("nan"), "t": ("x",)}, False) == {"v": "nan", "t": ["x"]}
