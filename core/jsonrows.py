@@ -10,11 +10,16 @@ with, so a JSON field's value is written as Django writes it), and one parameter
 jsonb_to_recordset, each column as its own type.
 
 Only what the JSON text can carry exactly goes this way: strings, booleans, integers, finite floats, JSON fields'
-values and aware datetimes (ISO 8601 with their offset), in columns of the types listed in _TYPES; the objects'
-primary keys are written where all of them have one (drawn ahead), else the database's. Anything else (a model
-with a field of another type, some objects with a primary key and some without, a float that is not finite, a
-naive datetime) is handed to `bulk_create` as it was, as on every database but PostgreSQL, so that whatever
-PostgreSQL or Django would refuse there is refused as before. No signals, as with `bulk_create`.
+values and aware datetimes (ISO 8601 with their offset), in columns of Django's own field classes of the types
+listed in _TYPES (and Podium's core.fields, which change only the placeholder); the objects' primary keys are
+written where all of them have one (drawn ahead), else the database's. Anything else is handed to `bulk_create` as
+it was, as on every database but PostgreSQL, so that whatever PostgreSQL or Django would refuse there is refused as
+before and what they would store is stored: a field of another class or with a database default, an expression for
+a value, some objects with a primary key and some without, a float that is not finite, a naive datetime, rows
+whose text passes MAX_TEXT (jsonb holds at most 256 MB). (-0.0 is stored as 0 either way: the ORM's text writes it
+as a numeric literal, which has no negative zero, as jsonb's numbers have none.) Text is written unescaped
+(ensure_ascii=False), so that a lone surrogate fails on its way to the database, as it does through the ORM. A
+failed insert marks its transaction for rollback, as save() does. No signals, as with `bulk_create`.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models import Field, Model
+
+from core import fields as podium_fields
 
 M = TypeVar("M", bound=Model)
 
@@ -37,6 +44,10 @@ _TYPES = frozenset({
     "PositiveIntegerField", "BigIntegerField", "PositiveBigIntegerField", "FloatField", "BooleanField",
     "JSONField", "DateTimeField", "ForeignKey",
 })
+# The most JSON text one statement carries; more goes to bulk_create, a JSON document per value.
+MAX_TEXT = 32 * 2**20
+# Field classes of Podium's own that write their values as their Django base class does (core.fields).
+_OWN_FIELDS = frozenset({podium_fields.ValuesRowJSONField, podium_fields.ValuesRowTextField})
 # The statement of each (model, database, primary keys given) kept: its SQL and the fields it writes, in order; None
 # where the model has a field that cannot go this way.
 _kept: dict[tuple[type[Model], str, bool], tuple[str, list[Field[Any, Any]]] | None] = {}
@@ -55,7 +66,8 @@ def bulk_insert(objs: Sequence[M], *, using: str | None = None) -> list[M]:
     rows = _rows(objs, model, plan[1], with_pk) if plan is not None else None
     if plan is None or rows is None:
         return model._default_manager.using(alias).bulk_create(objs)
-    with connection.cursor() as cursor:
+    # As save() and bulk_create: a failed insert inside a transaction leaves it to be rolled back, never committed.
+    with transaction.mark_for_rollback_on_error(using=alias), connection.cursor() as cursor:
         cursor.execute(plan[0], [rows])
         ids = [row[0] for row in cursor.fetchall()]
     for obj, pk in zip(objs, ids, strict=True):
@@ -77,9 +89,8 @@ def _planned(model: type[Model], connection: Any, with_pk: bool) -> tuple[str, l
     opts = model._meta
     pk = opts.pk
     fields = [f for f in opts.concrete_fields if f is not pk or with_pk]
-    if pk is None or pk.get_internal_type() not in ("AutoField", "BigAutoField") or any(
-            f.get_internal_type() not in _TYPES or getattr(f, "encoder", None) is not None or f.generated
-            for f in fields if f is not pk):
+    if pk is None or pk.get_internal_type() not in ("AutoField", "BigAutoField") or not all(
+            _carried(f) for f in fields if f is not pk):
         return None
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
@@ -89,6 +100,16 @@ def _planned(model: type[Model], connection: Any, with_pk: bool) -> tuple[str, l
            f"(jsonb_to_recordset(%s::jsonb) AS ({typed})) WITH ORDINALITY AS r({columns}, podium_n) "
            f"ORDER BY r.podium_n RETURNING {quote(opts.db_table)}.{quote(pk.column)}")
     return sql, fields
+
+
+def _carried(field: Field[Any, Any]) -> bool:
+    """Whether the JSON text carries the field's values as Django would write them: a field of Django's own class of
+    a type listed in _TYPES (no method of its own between), with no encoder or default of the database's."""
+    kind = type(field)
+    return (field.get_internal_type() in _TYPES
+            and (kind in _OWN_FIELDS or kind.__module__.startswith("django.db.models.fields"))
+            and getattr(field, "encoder", None) is None and not field.generated
+            and not field.has_db_default())  # type: ignore[attr-defined]  # Django 5.0's, not in the stubs
 
 
 def _rows(objs: Sequence[Model], model: type[Model], fields: list[Field[Any, Any]], with_pk: bool) -> str | None:
@@ -107,6 +128,8 @@ def _rows(objs: Sequence[Model], model: type[Model], fields: list[Field[Any, Any
             value = field.pre_save(obj, True) if stamped else getattr(obj, attname)
             kind = type(value)
             if kind not in prepared:  # what Field.get_prep_value would change, or may
+                if hasattr(value, "resolve_expression"):  # an expression: the ORM compiles it into the SQL
+                    return None
                 value = field.get_prep_value(value)
                 kind = type(value)
             if kind is float:
@@ -121,9 +144,10 @@ def _rows(objs: Sequence[Model], model: type[Model], fields: list[Field[Any, Any
     try:
         # A JSON field's value as Django writes it (json.dumps, without an encoder of the field's: _planned); NaN
         # and Infinity are left to bulk_create, where PostgreSQL refuses them in jsonb as before.
-        return json.dumps(rows, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(rows, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return None
+    return text if len(text) <= MAX_TEXT else None
 
 
 # The exact types each internal type's get_prep_value returns as they are (None: no value, in any column). A JSON

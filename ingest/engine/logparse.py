@@ -136,9 +136,11 @@ class ParsedLog:
     rejected_lines: list[int] = field(default_factory=list)
     # (line, length) of token lines longer than MAX_LINE_BYTES, which the checker is not given.
     long_lines: list[tuple[int, int]] = field(default_factory=list)
-    # Whether a value read from the log may hold a NUL character (which PostgreSQL's text and jsonb refuse): only
-    # where its text holds the JSON escape of one, as JSON refuses a raw control character inside a string.
-    may_hold_nul: bool = True
+    # Whether a value read from the log may hold a NUL character (which PostgreSQL's text and jsonb refuse) or a lone
+    # UTF-16 surrogate (which UTF-8 cannot encode): only where its text holds a JSON escape of one (\u0000,
+    # \ud800-\udfff), as JSON refuses a raw control character inside a string and UTF-8 or Latin-1 text holds no
+    # surrogate. Conservative: any \udXXX escape counts.
+    unsafe_escapes: bool = True
     _lines_by_text: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _events_by_line: dict[int, LogEvent] | None = field(default=None, repr=False, compare=False)
     # What readers work out of the log once and keep with it (ingest.engine.verify._run_facts).
@@ -243,7 +245,7 @@ def parse_log(data: bytes, name: str) -> ParsedLog:
         byte_count=len(data),
         line_count=0,
     )
-    parsed.may_hold_nul = b"\\u0000" in data
+    parsed.unsafe_escapes = b"\\u0000" in data or b"\\ud" in data or b"\\uD" in data
     texts, non_utf8 = _lines(data)
     latin1 = set(non_utf8)
     parsed.line_count = len(texts)

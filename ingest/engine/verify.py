@@ -128,8 +128,8 @@ class RunReport:
     findings: list[Finding] = field(default_factory=list)
     # The log without its hyperparameter lines (ingest.engine.digests): a borrowing's runs must differ.
     rerun_digest: str = ""
-    # Whether its values read from the log may hold a NUL character (logparse.ParsedLog.may_hold_nul).
-    may_hold_nul: bool = True
+    # Whether its values read from the log may hold a NUL or a lone surrogate (logparse.ParsedLog.unsafe_escapes).
+    unsafe_escapes: bool = True
 
 
 @dataclass
@@ -287,7 +287,7 @@ def _run_report(position: int, parsed: ParsedLog, outcome: tool.ComplianceOutcom
         seeds=seeds,
         logged=logged,
         findings=list(parsed.findings),
-        may_hold_nul=parsed.may_hold_nul,
+        unsafe_escapes=parsed.unsafe_escapes,
     )
     if implausible is not None:
         run.findings.append(implausible)

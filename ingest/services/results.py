@@ -56,7 +56,8 @@ def _system_for(*, round: Round, organization: Organization, slug: str, facts: S
         slug=slug,
         description_sha256=facts.sha256,
         defaults={
-            "name": str(facts.description.get("system_name", "")) if facts.parsed else "",
+            # Free text from the bundle: a NUL or a lone surrogate is kept as its escape (db_safe), as in `description`.
+            "name": db_safe(str(facts.description.get("system_name", ""))) if facts.parsed else "",
             "description": db_safe(facts.description),
             "description_valid": facts.parsed and not any(f.severity == "error" for f in facts.findings),
             "division": facts.division,
@@ -69,9 +70,9 @@ def _system_for(*, round: Round, organization: Organization, slug: str, facts: S
             "accelerator_count": facts.accelerator_count,
             "host_processors_per_node": facts.host_processors_per_node,
             "host_processor_count": facts.host_processor_count,
-            "accelerator_model_name": facts.text("accelerator_model_name")[:200],
-            "host_processor_model_name": facts.text("host_processor_model_name")[:200],
-            "framework": facts.text("framework")[:300],
+            "accelerator_model_name": db_safe(facts.text("accelerator_model_name"))[:200],
+            "host_processor_model_name": db_safe(facts.text("host_processor_model_name"))[:200],
+            "framework": db_safe(facts.text("framework"))[:300],
         },
     )
     return system
@@ -216,9 +217,17 @@ def run_logs_store(*, source: ItemSource, logs: Iterable[tuple[str, str]]) -> in
 
 
 def db_safe(value: Any) -> Any:
-    """Make log content storable anywhere: PostgreSQL refuses NUL in text and NaN/Infinity in JSON."""
+    """Make log content storable anywhere: PostgreSQL refuses NUL in text and NaN/Infinity in JSON, and a lone
+    surrogate (JSON's "\\ud800", which Python's decoder reads as it is) has no UTF-8: it is kept as the text of its
+    escape, as a NUL is."""
     if isinstance(value, str):
-        return value.replace("\x00", "\\x00")
+        value = value.replace("\x00", "\\x00")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
@@ -228,11 +237,11 @@ def db_safe(value: Any) -> Any:
     return value
 
 
-def _log_json(value: Any, may_hold_nul: bool) -> Any:
-    """`db_safe(value)` for a value read from a log, without its copy where it needs none: no NUL can be in it (see
-    logparse.ParsedLog.may_hold_nul) and jsonscan.storable vouches for the rest. A verdict's ten runs: db_safe
-    ~0.7 ms of the task's CPU on the way to the verdict, this ~0.1 ms."""
-    return value if not may_hold_nul and jsonscan.storable(value) else db_safe(value)
+def _log_json(value: Any, unsafe_escapes: bool) -> Any:
+    """`db_safe(value)` for a value read from a log, without its copy where it needs none: no NUL nor lone
+    surrogate can be in it (see logparse.ParsedLog.unsafe_escapes) and jsonscan.storable vouches for the rest. A
+    verdict's ten runs: db_safe ~0.7 ms of the task's CPU on the way to the verdict, this ~0.1 ms."""
+    return value if not unsafe_escapes and jsonscan.storable(value) else db_safe(value)
 
 
 def _finding(*, submission: Submission, result: Result | None, run: Run | None, finding: EngineFinding) -> Finding:
@@ -369,10 +378,10 @@ def _result_store(*, submission: Submission, report: ItemReport, actor: Actor) -
                 compliant=r.compliant,
                 counted=r.counted,
                 dropped=r.dropped,
-                hyperparameters=_log_json(r.hyperparameters, r.may_hold_nul),
-                eval_curve=_log_json(r.eval_curve, r.may_hold_nul),
-                seeds=_log_json(r.seeds, r.may_hold_nul),
-                logged=_log_json(r.logged, r.may_hold_nul),
+                hyperparameters=_log_json(r.hyperparameters, r.unsafe_escapes),
+                eval_curve=_log_json(r.eval_curve, r.unsafe_escapes),
+                seeds=_log_json(r.seeds, r.unsafe_escapes),
+                logged=_log_json(r.logged, r.unsafe_escapes),
                 energy_j=r.energy_j,
                 rerun_digest=r.rerun_digest,
             )

@@ -144,3 +144,48 @@ def test_a_value_postgresql_refuses_is_refused_as_before() -> None:
     with pytest.raises(DataError), transaction.atomic():
         jsonrows.bulk_insert([too_long])
     assert not Run.objects.filter(result=result).exists()
+
+
+@postgresql_only
+def test_an_expression_and_a_text_too_long_go_to_bulk_create(monkeypatch) -> None:
+    from django.db.models import Value
+
+    result = ResultFactory()
+    expression, large, ours, theirs = _runs(result)
+    expression.status = Value("from an expression")
+    with CaptureQueriesContext(connection) as queries:
+        jsonrows.bulk_insert([expression])
+    assert "jsonb_to_recordset" not in queries.captured_queries[0]["sql"]
+    assert Run.objects.get(pk=expression.pk).status == "from an expression"
+    ours.run_start_ms = theirs.run_start_ms = -0.0  # stored alike: as 0 (numeric literals have no negative zero)
+    jsonrows.bulk_insert([ours])
+    Run.objects.bulk_create([theirs])
+    assert [math.copysign(1.0, Run.objects.get(pk=r.pk).run_start_ms) for r in (ours, theirs)] == [1.0, 1.0]
+    monkeypatch.setattr(jsonrows, "MAX_TEXT", 100)
+    with CaptureQueriesContext(connection) as queries:
+        jsonrows.bulk_insert([large])
+    assert "jsonb_to_recordset" not in queries.captured_queries[0]["sql"]
+
+
+@postgresql_only
+def test_a_failed_insert_leaves_its_transaction_to_be_rolled_back() -> None:
+    result = ResultFactory()
+    run = _runs(result)[0]
+    run.status = "x" * 41
+    with transaction.atomic():
+        with pytest.raises(DataError):
+            jsonrows.bulk_insert([run])
+        assert transaction.get_rollback()  # as save() and bulk_create leave it: nothing after it is committed
+        transaction.set_rollback(False)  # (the test's own way out: PostgreSQL has aborted the transaction)
+        transaction.set_rollback(True)
+
+
+@postgresql_only
+def test_a_lone_surrogate_in_text_fails_as_through_the_orm() -> None:
+    result = ResultFactory()
+    ours, theirs = _runs(result)[:2]
+    ours.status = theirs.status = "a\udc80"
+    with pytest.raises(UnicodeEncodeError), transaction.atomic():
+        Run.objects.bulk_create([theirs])
+    with pytest.raises(UnicodeEncodeError), transaction.atomic():
+        jsonrows.bulk_insert([ours])
