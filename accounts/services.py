@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import re
 import secrets
 import threading
@@ -63,6 +64,28 @@ def audit_record(
     else:
         jsonrows.bulk_insert([event])  # as save(force_insert=True) writes it, without the ORM's building of the INSERT
     return event
+
+
+# The columns audit_record writes, as audit_insert_from writes them (its check: a field added to AuditEvent must be
+# written there too).
+_AUDIT_COLUMNS = ("actor", "actor_label", "action", "subject_type", "subject_id", "before", "after", "created_at")
+
+
+def audit_insert_from(source: str, *, actor: str, action: str, subject_type: str, subject_id: str,
+                      before: dict[str, Any], after: str, after_params: list[Any],
+                      at: datetime.datetime) -> tuple[str, list[Any]]:
+    """An `INSERT … SELECT … FROM source` (PostgreSQL) that writes, for each row of `source`, the row audit_record
+    would write: for a change made by a data-modifying statement whose audit row must be written by the same
+    statement (a WITH query of it names `source`). `subject_id` and `after` are SQL over `source`'s columns (`after`
+    a jsonb, its parameters `after_params`); the actor is a process's name (no user). The SQL and its parameters."""
+    fields = [field for field in AuditEvent._meta.concrete_fields if not field.primary_key]
+    if tuple(field.name for field in fields) != _AUDIT_COLUMNS:
+        raise RuntimeError(f"AuditEvent's columns changed ({[field.name for field in fields]}): audit_insert_from "
+                           "writes only those of _AUDIT_COLUMNS")
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    sql = (f'INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT NULL, %s, %s, %s, {subject_id}, '
+           f"%s::jsonb, {after}, %s FROM {source}")
+    return sql, [actor_label(actor)[:120], action, subject_type, json.dumps(before), *after_params, at]
 
 
 _batch = threading.local()

@@ -105,14 +105,44 @@ def objects(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any
     """The model instances of `build()` (a queryset of instances built with placeholders; select_related
     allowed), as the ORM would make them, with each placeholder replaced as `rows` does."""
     connection = connections[using]
-    key = (name, using, connection.vendor)
-    maker = _makers.get(key)
-    if maker is None:
-        maker = _makers[key] = _Maker(build(), connection)
+    maker = _maker(name, build, connection, using)
     given = _given(connection, maker.params, maker.slots, values)
     with prepared.cursor(connection) if prepare else connection.cursor() as cursor:
         cursor.execute(maker.sql, given)
         fetched = cursor.fetchall()
+    return _made(maker, fetched, connection, using)
+
+
+def objects_after(name: Hashable, build: Callable[[], QuerySet[Any]], values: dict[Any, Any], *, with_sql: str,
+                  with_params: list[Any], source: str, using: str = "default", prepare: bool = False) -> list[Any]:
+    """As `objects`, in one statement after `WITH <with_sql>` (its parameters `with_params`), the query reading its
+    model's rows from the WITH query named `source` instead of the model's table (`source` must have the table's
+    columns: a data-modifying statement's RETURNING *, whose changes the statement's other parts do not see). Why:
+    a change and the read of what it changed, with the rows it joins, in one round trip."""
+    connection = connections[using]
+    maker = _maker(name, build, connection, using)
+    quote = connection.ops.quote_name
+    table = quote(maker.model._meta.db_table)
+    if maker.sql.count(f"FROM {table}") != 1:
+        raise ValueError(f"objects_after reads one table in FROM: {table} is not read once in {maker.sql!r}")
+    sql = f"WITH {with_sql} " + maker.sql.replace(f"FROM {table}", f"FROM {quote(source)} AS {table}")
+    given = [*with_params, *_given(connection, maker.params, maker.slots, values)]
+    with (transaction.mark_for_rollback_on_error(using=using),  # it writes: as update()
+          prepared.cursor(connection) if prepare else connection.cursor() as cursor):
+        cursor.execute(sql, given)
+        fetched = cursor.fetchall()
+    return _made(maker, fetched, connection, using)
+
+
+def _maker(name: Hashable, build: Callable[[], QuerySet[Any]], connection: BaseDatabaseWrapper, using: str) -> _Maker:
+    key = (name, using, connection.vendor)
+    maker = _makers.get(key)
+    if maker is None:
+        maker = _makers[key] = _Maker(build(), connection)
+    return maker
+
+
+def _made(maker: _Maker, fetched: list[Any], connection: BaseDatabaseWrapper, using: str) -> list[Any]:
     made = []
     for fetched_row in fetched:
         row = list(fetched_row)
@@ -134,6 +164,16 @@ def update(name: Hashable, build: Callable[[], tuple[QuerySet[Any], dict[str, An
     (in the filter and in the assigned values), run with each replaced as `rows` does; the number of rows
     updated. For a plain update of one table (no related model's fields)."""
     connection = connections[using]
+    sql, given = update_statement(name, build, values, using)
+    with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
+        cursor.execute(sql, given)
+        return int(cursor.rowcount)
+
+
+def update_statement(name: Hashable, build: Callable[[], tuple[QuerySet[Any], dict[str, Any]]],
+                     values: dict[Any, Any], using: str = "default") -> tuple[str, list[Any]]:
+    """The SQL and parameters `update` would send, for a caller that sends them inside a statement of its own."""
+    connection = connections[using]
     key = ("update", name, using, connection.vendor)
     kept = _kept.get(key)
     if kept is None:
@@ -146,10 +186,7 @@ def update(name: Hashable, build: Callable[[], tuple[QuerySet[Any], dict[str, An
         params = list(compiled_params)
         kept = _kept[key] = (sql, params, _slots(connection, params))
     sql, params, slots = kept
-    given = _given(connection, params, slots, values)
-    with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
-        cursor.execute(sql, given)
-        return int(cursor.rowcount)
+    return sql, _given(connection, params, slots, values)
 
 
 def _given(connection: BaseDatabaseWrapper, params: list[Any], slots: list[Any], values: dict[Any, Any]) -> list[Any]:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -31,7 +32,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Organization
-from accounts.services import audit_batch, audit_record
+from accounts.services import audit_batch, audit_insert_from, audit_record
 from catalog.models import Round
 from core import compiled, jsonrows, wake
 from core.broker import hand_off
@@ -266,26 +267,57 @@ def submission_upload_files(*, actor: User, organization: Organization, round: R
 
 
 def _claim(submission_id: int) -> Submission | None:
+    """The received submission taken for this worker's attempt (verifying, its lease and attempt, its audit row),
+    read with its round and organization; None where it is not waiting (taken already, final, gone).
+
+    Not announced (ingest.waiting): a client waiting since before the claim learns of `verifying` at its waiter's
+    next look (waiting.FALLBACK_S), or is answered the verdict, if that comes first. Rung, the claim ended the wait
+    of every client whose status request came before it, and the request each then sent to wait again (its
+    connection, sign-in and subscription: a few ms of the web server's CPU) ran beside the first checks on the way
+    to the verdict (bench/upload_latency.py, demo item, uploads alternating with and without the ring in one run:
+    median 0.5-2.1 ms shorter without, 5 runs)."""
     now = timezone.now()
+    values = {_SUBMISSION: submission_id, _AT: now, _UNTIL: now + settings.PODIUM_VERIFY_LEASE}
+    if connection.vendor == "postgresql":
+        return _claim_in_one(submission_id, values)
     with transaction.atomic():
-        claimed = compiled.update("ingest.submissions.claim", lambda: (
-            Submission.objects.filter(pk=_SUBMISSION, state=Submission.State.RECEIVED),
-            {"state": Submission.State.VERIFYING, "started_at": _AT, "attempts": F("attempts") + 1,
-             "lease_expires_at": _UNTIL}),
-            {_SUBMISSION: submission_id, _AT: now, _UNTIL: now + settings.PODIUM_VERIFY_LEASE})
+        claimed = compiled.update("ingest.submissions.claim", _claiming, values)
         if not claimed:
             return None
         submission = _with_round(submission_id)
         audit_record(actor=WORKER, action="submission.state", subject=submission,
                      before={"state": Submission.State.RECEIVED},
                      after={"state": Submission.State.VERIFYING, "attempt": submission.attempts})
-        # Not announced (ingest.waiting): a client waiting since before the claim learns of `verifying` at its
-        # waiter's next look (waiting.FALLBACK_S), or is answered the verdict, if that comes first. Rung, the
-        # claim ended the wait of every client whose status request came before it, and the request each then
-        # sent to wait again (its connection, sign-in and subscription: a few ms of the web server's CPU) ran
-        # beside the first checks on the way to the verdict (bench/upload_latency.py, demo item, uploads
-        # alternating with and without the ring in one run: median 0.5-2.1 ms shorter without, 5 runs).
     return submission
+
+
+def _claiming() -> tuple[QuerySet[Submission], dict[str, Any]]:
+    """The claim's UPDATE (core.compiled), built with placeholders: a received submission becomes verifying."""
+    return (Submission.objects.filter(pk=_SUBMISSION, state=Submission.State.RECEIVED),
+            {"state": Submission.State.VERIFYING, "started_at": _AT, "attempts": F("attempts") + 1,
+             "lease_expires_at": _UNTIL})
+
+
+def _claim_in_one(submission_id: int, values: dict[Any, Any]) -> Submission | None:
+    """_claim on PostgreSQL in one statement, which is its own transaction: the UPDATE, its audit row (written from
+    the row it returns, the attempt among it) and the row read back with its round and organization.
+
+    Why: as the UPDATE, the read, the audit row's INSERT and the transaction's BEGIN and COMMIT, the claim was five
+    round trips at the start of every verification, before its first check: 3.2 ms of the task against 1.9-2.2 ms in
+    one (bench/upload_latency.py --steps, the median task's, 3 alternating pairs, the machine in a slow phase). What
+    it writes and returns is the same (tests/ingest/test_claim.py)."""
+    update_sql, update_params = compiled.update_statement("ingest.submissions.claim", _claiming, values)
+    audit_sql, audit_params = audit_insert_from(
+        '"claimed"', actor=WORKER, action="submission.state", subject_type=Submission._meta.model_name or "",
+        subject_id='"claimed"."id"', before={"state": Submission.State.RECEIVED},
+        after="""jsonb_build_object('state', %s::text, 'attempt', "claimed"."attempts")""",
+        after_params=[Submission.State.VERIFYING], at=values[_AT])
+    # Each part sees the table as it was before the statement (a WITH query's changes are seen through its
+    # RETURNING only): the row is read from "claimed", standing for the table.
+    found = compiled.objects_after("ingest.submissions.with_round", _with_round_query, {_SUBMISSION: submission_id},
+                                   with_sql=f'"claimed" AS ({update_sql} RETURNING *), "claim_audit" AS ({audit_sql})',
+                                   with_params=[*update_params, *audit_params], source="claimed", prepare=True)
+    return found[0] if found else None
 
 
 def _ours(submission: Submission) -> QuerySet[Submission]:
@@ -569,9 +601,13 @@ def _with_round(submission_id: int) -> Submission:
     """The submission with its round and organization (it exists: the caller holds it). Built once per process: the
     claim reads it on the way to the verdict, and through the ORM the read cost ~0.3 ms of CPU in process (hot),
     against 0.05 ms compiled."""
-    (submission,) = compiled.objects("ingest.submissions.with_round", lambda: Submission.objects.filter(
-        pk=_SUBMISSION).select_related("round", "organization").order_by(), {_SUBMISSION: submission_id}, prepare=True)
+    (submission,) = compiled.objects("ingest.submissions.with_round", _with_round_query, {_SUBMISSION: submission_id},
+                                     prepare=True)
     return submission
+
+
+def _with_round_query() -> QuerySet[Submission]:
+    return Submission.objects.filter(pk=_SUBMISSION).select_related("round", "organization").order_by()
 
 
 class _LetGo(Exception):
@@ -611,6 +647,7 @@ class _VerdictAhead:
         atomic.__enter__()
         try:
             self._finished = _store_in(self.submission, judged)
+            _constraints_checked_now()
         except BaseException as exc:
             atomic.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -638,6 +675,23 @@ class _VerdictAhead:
         finally:
             self._open = None
         return True, None if self._finished is None else _stored(self._finished)
+
+
+def _constraints_checked_now() -> None:
+    """Check the foreign keys of what the transaction wrote so far now rather than at its commit (PostgreSQL: Django
+    declares them deferred), and defer them again for the rest of it.
+
+    Why: a verdict stored ahead is committed once the checkers' last answer is in, and its commit checked every row's
+    foreign keys then (the Result's, each Run's and Finding's, the audit rows'), on the way to the client: the commit
+    took 1.25 ms, 0.82 once they were checked at the end of the store (in process, bench/profile_verify_task.py,
+    medians of 14 tasks). A key that fails now fails the store, which lets the verdict go as a commit that failed
+    would have. Deferred again: what the transaction writes next may count on it, as the store itself does (an older
+    version names the id of the result that replaces it before that result is inserted), and in-process tasks run
+    inside their caller's transaction. Every deferrable constraint of Podium's is initially deferred, so that is
+    each one's own setting again. SQLite checks a deferred key only at the commit (nothing to move there)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE; SET CONSTRAINTS ALL DEFERRED")
 
 
 def _same_judged(one: _Judged, other: _Judged) -> bool:

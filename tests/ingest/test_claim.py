@@ -3,11 +3,14 @@ its round and organization."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from accounts import services as accounts_services
 from accounts.models import AuditEvent
 from ingest.models import Submission
 from ingest.services import submissions
@@ -64,3 +67,47 @@ def test_only_the_named_submission_is_claimed() -> None:
     assert _claim_rows(other) == []
     assert submissions._claim(named.pk) is None  # claimed once
     assert len(_claim_rows(named)) == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's claim is one statement; SQLite's is five")
+def test_on_postgresql_the_claim_is_one_statement() -> None:
+    waiting = SubmissionFactory(state=Submission.State.RECEIVED)
+    with CaptureQueriesContext(connection) as queries:
+        claimed = submissions._claim(waiting.pk)
+    assert claimed is not None and claimed.state == Submission.State.VERIFYING
+    assert len(queries.captured_queries) == 1
+    assert queries.captured_queries[0]["sql"].startswith('WITH "claimed" AS (UPDATE')
+
+
+
+def test_a_claim_whose_audit_row_fails_leaves_the_submission_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state change and its audit row are one write."""
+    waiting = SubmissionFactory(state=Submission.State.RECEIVED, attempts=0)
+    if connection.vendor == "postgresql":
+        real = submissions.audit_insert_from
+
+        def refused(*args: Any, **kwargs: Any) -> tuple[str, list[Any]]:  # a time PostgreSQL cannot read
+            sql, params = real(*args, **kwargs)
+            return sql, [*params[:-1], "not a time"]
+
+        monkeypatch.setattr(submissions, "audit_insert_from", refused)
+    else:
+        def failing(**kwargs: Any) -> None:
+            raise DatabaseError("the audit row was not written")
+
+        monkeypatch.setattr(submissions, "audit_record", failing)
+    # In a savepoint: the test's own transaction goes on (a worker's claim runs in none, and its statement fails whole).
+    with pytest.raises(DatabaseError), transaction.atomic():
+        submissions._claim(waiting.pk)
+    stored = Submission.objects.get(pk=waiting.pk)
+    assert (stored.state, stored.attempts, stored.started_at) == (Submission.State.RECEIVED, 0, None)
+    assert _claim_rows(waiting) == []
+
+
+def test_the_audit_row_written_with_a_statement_refuses_columns_it_does_not_know(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(accounts_services, "_AUDIT_COLUMNS", ("actor", "action"))
+    with pytest.raises(RuntimeError, match="AuditEvent's columns changed"):
+        accounts_services.audit_insert_from('"claimed"', actor="a process", action="x", subject_type="submission",
+                                            subject_id='"claimed"."id"', before={}, after="'{}'::jsonb",
+                                            after_params=[], at=timezone.now())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import OperationalError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from accounts.models import AuditEvent
@@ -84,6 +84,25 @@ def test_a_clean_verdict_is_stored_once_ahead_with_the_rows_of_one_stored_after_
     assert _rows(submission) == stored_after and stored_after["results"] and len(stored_after["runs"]) == 5
     finished = Submission.objects.get(pk=submission.pk).finished_at
     assert finished is not None and finished >= last_answer[-1]  # when the verdict was reached
+
+
+def test_a_verdict_stored_ahead_has_its_keys_checked_with_the_store(people, round_open, bundle, monkeypatch,  # noqa: F811 (a fixture)
+                                                                      django_capture_on_commit_callbacks) -> None:
+    archive, _ = bundle
+    submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
+    checked, writes = _counted(monkeypatch, "_constraints_checked_now"), _counted(monkeypatch, "_store_in")
+    assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
+    assert writes == [1] and checked == [1]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite checks a deferred key only at the commit")
+def test_on_postgresql_a_key_that_names_nothing_fails_when_the_keys_are_checked_not_at_the_commit() -> None:
+    with transaction.atomic():
+        # Django's foreign keys are deferred: the insert of a row naming no user goes through.
+        AuditEvent.objects.create(actor_id=-1, actor_label="nobody", action="x", subject_type="x", subject_id=1)
+        with pytest.raises(IntegrityError, match="actor_id"):
+            submissions._constraints_checked_now()
+        transaction.set_rollback(True)
 
 
 def test_an_answer_not_clean_rolls_the_verdict_stored_ahead_back(people, round_open, bundle, monkeypatch,  # noqa: F811 (a fixture)
@@ -234,3 +253,21 @@ def test_outside_a_test_transaction_only_the_verdict_committed_rings_and_bumps(
     assert rings == [f"submission:{submission.pk}"]  # the verdict (the claim rings none)
     assert bumps == [round_open.pk]  # the verdict's one bump
     assert Result.objects.filter(submission=submission).count() == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite checks a deferred key only at the commit")
+def test_on_postgresql_keys_written_after_the_check_are_deferred_again() -> None:
+    with transaction.atomic():
+        submissions._constraints_checked_now()
+        # A row naming a user not there yet (as an older result names its replacement before it is inserted).
+        AuditEvent.objects.create(actor_id=-1, actor_label="nobody", action="x", subject_type="x", subject_id=1)
+        transaction.set_rollback(True)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's constraints")
+def test_every_deferrable_constraint_is_initially_deferred() -> None:
+    """What _constraints_checked_now sets them back to (SET CONSTRAINTS ALL DEFERRED) is each one's own setting."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT conrelid::regclass::text, conname FROM pg_constraint WHERE condeferrable AND NOT "
+                       "condeferred")
+        assert cursor.fetchall() == []
