@@ -225,3 +225,25 @@ def test_an_update_built_once_changes_what_the_orm_would_and_counts_it() -> None
     verified.refresh_from_db()
     assert (verified.state, verified.attempts, verified.started_at) == (Submission.State.VERIFIED, 0, None)
 
+
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
+def test_on_postgresql_an_update_is_prepared_once_per_connection_unless_told_otherwise() -> None:
+    received = [SubmissionFactory(state=Submission.State.RECEIVED) for _ in range(3)]
+    for submission in received:
+        compiled.update("test.prepared", lambda: (Submission.objects.filter(pk=compiled.USER), {"label": "prepared"}),
+                        {compiled.USER: submission.pk})
+        compiled.update("test.unprepared", lambda: (Submission.objects.filter(pk=compiled.USER),
+                                                    {"error_detail": "plain"}), {compiled.USER: submission.pk},
+                        prepare=False)
+    assert {(s.label, s.error_detail) for s in Submission.objects.filter(pk__in=[s.pk for s in received])} == {
+        ("prepared", "plain")}
+
+    def prepared_count(column: str) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                           [f'UPDATE "ingest_submission" SET "{column}"%'])
+            return cursor.fetchone()[0]
+
+    assert (prepared_count("label"), prepared_count("error_detail")) == (1, 0)

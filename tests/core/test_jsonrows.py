@@ -79,6 +79,18 @@ def test_on_postgresql_the_rows_go_as_one_statement_with_one_parameter() -> None
 
 
 @postgresql_only
+def test_on_postgresql_the_statement_is_prepared_once_per_connection() -> None:
+    result = ResultFactory()
+    for offset in (0, 10, 20):
+        jsonrows.bulk_insert(_runs(result, offset))
+    assert len(_stored(result, range(30))) == 12
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                       ['INSERT INTO "ingest_run"%jsonb_to_recordset%'])
+        assert cursor.fetchone()[0] == 1
+
+
+@postgresql_only
 def test_what_the_json_text_cannot_carry_goes_to_bulk_create_as_before() -> None:
     result = ResultFactory()
     nan_run, with_pk, without = _runs(result)[:3]
