@@ -9,7 +9,11 @@ waits for it either), then:
    verdict, ?wait, and where it answers before it, each status request waits for a change of state;
    --poll-ms to poll instead); the first upload is counted like the others (a worker that imported the
    checkers only on its first task shows here);
-2. uploads 20 different 10-log bundles at once (20 client threads) and measures the wall time until
+2. uploads --after-idle (6) more, each after --idle-s (2 s) of idle, and runs the checkers in process after the
+   same idle between them: real uploads come one now and then, to a machine that idled meanwhile (its caches
+   refilled by others' work, its cores asleep), and the uploads above, back to back, never pay for that; the
+   first upload, which comes after the servers' start, pays it too;
+3. uploads 20 different 10-log bundles at once (20 client threads) and measures the wall time until
    all are final; none may be lost (20 submissions, 20 verified).
 The reference is the in-process checker time for the same logs: the official checkers Podium runs
 (compliance per log, system description, seeds, RCP), called in this process with everything imported,
@@ -29,7 +33,7 @@ until its verdict arrived, with what that allows on this machine's cores (to_ver
 less work, or for the same work better spread over the cores.
 
     .venv/bin/python bench/upload_latency.py [--sequential 10] [--concurrent 20] [--database-url URL]
-        [--poll-ms 0] [--workdir DIR] [--steps]
+        [--after-idle 6] [--idle-s 2] [--poll-ms 0] [--workdir DIR] [--steps]
         [--item ../shared/mlperf/training_results_v4.0/NVIDIA/results/eos_ngc23.04_pytorch/bert]
     (needs Redis: CELERY_BROKER_URL, default redis://127.0.0.1:6379/0)
 """
@@ -446,6 +450,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sequential", type=int, default=10)
     parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--after-idle", type=int, default=6,
+                        help="after the sequential uploads, this many more, each after --idle-s of idle (real uploads "
+                             "come one now and then, to a machine that idled meanwhile), and as many checker passes "
+                             "in process after the same idle, to compare them with")
+    parser.add_argument("--idle-s", type=float, default=2.0)
     parser.add_argument("--database-url", default=None, help="a database to use (it is flushed!)")
     parser.add_argument("--worker-concurrency", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--item", type=Path, default=None,
@@ -489,7 +498,7 @@ def main() -> None:
         org_name = item.parents[2].name.replace("_", " ")
         token = subprocess.run([*manage, "shell", "-c", f"ORG_NAME = {org_name!r}\n{SETUP}"], env=env, check=True,
                                cwd=ROOT, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-        made = bundles(args.sequential + args.concurrent, tmp, item)
+        made = bundles(args.sequential + args.after_idle + args.concurrent, tmp, item)
         folder = bundle_folder(tmp, item)
         log_count = len(list(item.glob("result_*.txt")))
         lines = sum(path.read_bytes().count(b":::MLLOG") for path in item.glob("result_*.txt"))
@@ -560,6 +569,19 @@ def main() -> None:
             cpu_after = path_tree(database)
             cpu = proc_cpu.by_role(cpu_before, cpu_after, role)
             waited = proc_cpu.waited_by_role(sched_before, proc_cpu.sched_snapshot(cpu_after), cpu_after, role)
+            # Uploads one now and then, each to a machine that idled meanwhile; and the checkers in process after
+            # the same idle (both pay what idling costs: caches others' work evicted, cores woken).
+            idle_latencies, idle_reference = [], []
+            idle_made = made[args.sequential: args.sequential + args.after_idle]
+            for data in idle_made:
+                time.sleep(args.idle_s)
+                start = time.perf_counter()
+                status = api.until_final(api.upload(data, wait=not poll_s), poll_s=poll_s)
+                idle_latencies.append(time.perf_counter() - start)
+                assert status["state"] == "verified", status
+                until_tasks_ended(logs / "worker.log", len(latencies) + len(idle_latencies))
+                time.sleep(args.idle_s)
+                idle_reference.append(reference.once())
             reference.close()
             new_file_ms, new_folder_ms = proc_cpu.new_files_ms(tmp)
             tasks = task_seconds(logs / "worker.log")[: args.sequential]
@@ -575,7 +597,8 @@ def main() -> None:
                 except Exception as exc:  # a lost upload must show in the numbers, not crash the bench
                     errors.append(repr(exc) + (f" last status: {api.status(accepted['id'])[0]}" if accepted else ""))
 
-            threads = [threading.Thread(target=one, args=(data,)) for data in made[args.sequential:]]
+            threads = [threading.Thread(target=one, args=(data,))
+                       for data in made[args.sequential + args.after_idle:]]
             start = time.perf_counter()
             for thread in threads:
                 thread.start()
@@ -620,6 +643,14 @@ def main() -> None:
         print(f"ratio median / checker time: {median / checkers:.2f}  (goal <= 2.0) "
               f"{'met' if median / checkers <= 2 else 'NOT met'}; first upload / checker time "
               f"{latencies[0] / checkers:.2f}; p95 / checker time {p95 / checkers:.2f}")
+        if idle_latencies:
+            idle_median, idle_checkers = statistics.median(idle_latencies), statistics.median(idle_reference)
+            print(f"uploads after {args.idle_s:g} s idle, one at a time (as real uploads come): {len(idle_latencies)}; "
+                  f"upload-to-verdict median {idle_median:.3f} s (each: "
+                  f"{', '.join(f'{x * 1000:.0f}' for x in idle_latencies)} ms); the checkers in process after the "
+                  f"same idle: median {idle_checkers:.3f} s; ratio {idle_median / idle_checkers:.2f} "
+                  f"({'met' if idle_median / idle_checkers <= 2 else 'NOT met'}), against the checker time above "
+                  f"{idle_median / checkers:.2f}")
         if len(tasks) == len(latencies):
             rest = [total - task for total, task in zip(latencies, tasks, strict=True)]
             # An upload whose answer carried its verdict ended with it: its request's own part is in the path below.
