@@ -117,8 +117,8 @@ def objects_after(name: Hashable, build: Callable[[], QuerySet[Any]], values: di
                   with_params: list[Any], source: str, using: str = "default", prepare: bool = False) -> list[Any]:
     """As `objects`, in one statement after `WITH <with_sql>` (its parameters `with_params`), the query reading its
     model's rows from the WITH query named `source` instead of the model's table (`source` must have the table's
-    columns: a data-modifying statement's RETURNING *, whose changes the statement's other parts do not see). Why:
-    a change and the read of what it changed, with the rows it joins, in one round trip."""
+    columns: on PostgreSQL a data-modifying statement's RETURNING *, whose changes the statement's other parts do not
+    see). Why: a change and the read of what it changed, with the rows it joins, in one round trip."""
     connection = connections[using]
     maker = _maker(name, build, connection, using)
     quote = connection.ops.quote_name

@@ -247,3 +247,43 @@ def test_on_postgresql_an_update_is_prepared_once_per_connection_unless_told_oth
             return cursor.fetchone()[0]
 
     assert (prepared_count("label"), prepared_count("error_detail")) == (1, 0)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a data-modifying WITH query: PostgreSQL's")
+def test_objects_after_a_change_read_what_it_changed_with_the_rows_it_joins() -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    changed, other = SubmissionFactory(label="before"), SubmissionFactory(label="before")
+
+    def build() -> QuerySet:
+        return Submission.objects.filter(pk=compiled.USER).select_related("round").order_by()
+
+    with CaptureQueriesContext(connection) as queries:
+        (read,) = compiled.objects_after(
+            "test.after", build, {compiled.USER: changed.pk},
+            with_sql='"changed" AS (UPDATE "ingest_submission" SET "label" = %s WHERE "id" = %s RETURNING *)',
+            with_params=["after", changed.pk], source="changed", prepare=True)
+    assert len(queries.captured_queries) == 1
+    assert (read.pk, read.label) == (changed.pk, "after")  # as changed, though the table was read before it
+    with CaptureQueriesContext(connection) as joined:
+        assert read.round.slug == changed.round.slug
+    assert joined.captured_queries == []
+    assert [s.label for s in Submission.objects.filter(pk__in=[changed.pk, other.pk]).order_by("pk")] == [
+        "after", "before"]
+    none = compiled.objects_after(
+        "test.after", build, {compiled.USER: other.pk},
+        with_sql='"changed" AS (UPDATE "ingest_submission" SET "label" = %s WHERE "id" = %s RETURNING *)',
+        with_params=["after", changed.pk], source="changed")
+    assert none == []  # the row asked for was not changed: nothing read
+
+
+def test_objects_after_refuses_a_query_that_does_not_read_its_table_once() -> None:
+    from django.db.models import Exists, OuterRef
+
+    def build() -> QuerySet:  # the table is read twice: in FROM and in the subquery
+        return Submission.objects.filter(pk=compiled.USER).filter(
+            Exists(Submission.objects.filter(pk=OuterRef("pk")))).order_by()
+
+    with pytest.raises(ValueError, match="is not read once"):
+        compiled.objects_after("test.after.twice", build, {compiled.USER: 1}, with_sql='"x" AS (SELECT 1)',
+                               with_params=[], source="x")
