@@ -79,7 +79,6 @@ def test_on_postgresql_the_claim_is_one_statement() -> None:
     assert queries.captured_queries[0]["sql"].startswith('WITH "claimed" AS (UPDATE')
 
 
-
 def test_a_claim_whose_audit_row_fails_leaves_the_submission_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """The state change and its audit row are one write."""
     waiting = SubmissionFactory(state=Submission.State.RECEIVED, attempts=0)
