@@ -226,8 +226,6 @@ def test_an_update_built_once_changes_what_the_orm_would_and_counts_it() -> None
     assert (verified.state, verified.attempts, verified.started_at) == (Submission.State.VERIFIED, 0, None)
 
 
-
-
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
 def test_on_postgresql_an_update_is_prepared_once_per_connection_unless_told_otherwise() -> None:
     received = [SubmissionFactory(state=Submission.State.RECEIVED) for _ in range(3)]
