@@ -189,8 +189,8 @@ def test_a_reproduction_verdict_reaches_the_result_organization() -> None:
 def test_a_finished_resubmission_tells_the_flags_raiser_and_an_ordinary_one_joins_nothing(
         django_capture_on_commit_callbacks) -> None:
     """reviews.services.on_submission_finished runs after every verification: it asks for the ids of the
-    borrowings and flags the submission answers, and reads their rows (five joined models) only when there
-    are some."""
+    borrowings and flags the submission answers, in one statement, and reads their rows (five joined models) only
+    when there are some."""
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -205,7 +205,7 @@ def test_a_finished_resubmission_tells_the_flags_raiser_and_an_ordinary_one_join
     ordinary = SubmissionFactory(organization=submitter, round=result.round)
     with CaptureQueriesContext(connection) as seen:
         on_submission_finished(submission=ordinary)
-    assert len(seen.captured_queries) == 2
+    assert len(seen.captured_queries) == 1
     assert not any("JOIN" in query["sql"] for query in seen.captured_queries)
     assert not Notification.objects.exists()
 
@@ -216,3 +216,79 @@ def test_a_finished_resubmission_tells_the_flags_raiser_and_an_ordinary_one_join
         on_submission_finished(submission=answer)
     assert list(Notification.objects.filter(user=member).values_list("text", flat=True)) == [
         f"Flag #{flag.pk}: the resubmission is verified"]
+
+
+def test_a_verdicts_notification_counts_its_own_results_and_error_findings_in_one_statement() -> None:
+    """The verdict's mail says how many results and error findings it has: those of this submission only (not its
+    warnings, not another upload's), counted by one statement (ingest.services.submissions._verdict_counts), and
+    the members are read and told by one statement each."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ingest.services.submissions import submission_notify
+    from tests.factories import FindingFactory, ResultFactory, SubmissionFactory
+
+    first = ResultFactory()
+    submission = first.submission
+    second = ResultFactory(system=first.system, submission=submission, benchmark__key="bert")
+    FindingFactory(result=first)
+    FindingFactory(result=None, submission=submission, rule="layout")  # the bundle's own, beside no result
+    FindingFactory(result=second, severity="warning")
+    elsewhere = ResultFactory(system=first.system, benchmark__key="ssd")  # another upload of the organization
+    FindingFactory(result=elsewhere)
+    member = get_user_model().objects.create_user("counted", email="counted@example.org", password=PASSWORD)
+    membership_add(user=member, organization=submission.organization, role=Membership.Role.SUBMITTER)
+    get_user_model().objects.create_user("outsider", email="outsider@example.org", password=PASSWORD)
+    mail.outbox.clear()
+
+    finished = Submission.objects.select_related("round", "organization").get(pk=submission.pk)
+    with CaptureQueriesContext(connection) as seen:
+        submission_notify(submission=finished)
+    assert len(seen.captured_queries) == 3  # the counts, the members, the notifications
+    [message] = mail.outbox
+    assert message.to == ["counted@example.org"]
+    assert "2 result(s); 2 error finding(s)." in message.body
+    assert Notification.objects.filter(user=member).count() == 1
+
+    empty = SubmissionFactory(organization=submission.organization, round=submission.round)
+    mail.outbox.clear()
+    submission_notify(submission=Submission.objects.select_related("round", "organization").get(pk=empty.pk))
+    assert "0 result(s); 0 error finding(s)." in mail.outbox[0].body
+
+
+def test_what_a_finished_submission_answers_is_read_in_one_statement() -> None:
+    """reviews.services._waiting_on: the borrowings still pending on the submission and the flags it answers, and
+    nothing else (a decided borrowing, another submission's flag)."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from reviews.models import Borrowing
+    from reviews.services import _waiting_on
+    from tests.factories import ResultFactory, SubmissionFactory
+
+    source = ResultFactory()
+    entry = ResultFactory(system__round=source.round, benchmark__key="bert")
+    other_entry = ResultFactory(system__round=source.round, benchmark__key="ssd")
+    chair = get_user_model().objects.create_user("chair-of-it", password=PASSWORD)
+    submission = SubmissionFactory(organization=entry.organization, round=source.round)
+    elsewhere = SubmissionFactory(organization=entry.organization, round=source.round)
+
+    def borrowing(of: Result, state: str) -> Borrowing:
+        return Borrowing.objects.create(round=source.round, organization=of.organization, system_slug=of.system_slug,
+                                        benchmark_key=of.benchmark_key, entry=of, source=source,
+                                        submission=submission, created_by=chair, state=state)
+
+    pending = borrowing(entry, Borrowing.State.PENDING)
+    borrowing(other_entry, Borrowing.State.ACCEPTED)
+    answered = Flag.objects.create(round=source.round, result=entry, raised_by=chair, rule="rcp",
+                                   description="too fast", resubmission=submission)
+    Flag.objects.create(round=source.round, result=entry, raised_by=chair, rule="seeds", description="same seeds",
+                        resubmission=elsewhere)
+
+    with CaptureQueriesContext(connection) as seen:
+        assert _waiting_on(submission.pk) == ([pending.pk], [answered.pk])
+    assert len(seen.captured_queries) == 1
+    assert _waiting_on(elsewhere.pk)[0] == []
+    assert _waiting_on(SubmissionFactory().pk) == ([], [])
