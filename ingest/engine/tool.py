@@ -846,7 +846,7 @@ class _RuleFileCache:
 
     The compliance checker re-reads its YAML rule files for every log it checks, which is two
     thirds of its run time. The files are package data that cannot change under a running process,
-    so the parsed form is cached by path and handed out as a deep copy; the checks themselves are
+    so the parsed form is cached by path and handed out as a copy (`copy_of`); the checks themselves are
     the library's, untouched.
     """
 
@@ -855,6 +855,9 @@ class _RuleFileCache:
         # A check runs in a forked child, whose cache dies with it: the child sends back what it parsed
         # and the parent keeps it, so rule files are still parsed once per process, not once per log.
         self._parsed = SentBack()
+        # Each parsed file pickled, once per process (what the parent preloads, before it forks, its children
+        # share): what `load` hands out is read back from it.
+        self._pickled: dict[tuple[str, str], bytes] = {}
 
     def mark(self) -> None:
         self._parsed.mark()
@@ -866,21 +869,43 @@ class _RuleFileCache:
         added = self._parsed.merge(parsed)
         for key in added:
             compiled_rules.compile_ahead(mlp_compliance, self._parsed[key])
+            self._pickle(key)
         return len(added)
 
     def load(self, stream: Any, Loader: Any) -> Any:
         name = getattr(stream, "name", None)
         if not isinstance(name, str):
             return self._real.load(stream, Loader=Loader)
-        return copy.deepcopy(self._parsed[self.keep(stream, Loader)])
+        return self.copy_of(self.keep(stream, Loader))
+
+    def copy_of(self, key: tuple[str, str]) -> Any:
+        """A copy of the parsed file `key` that the checker may change at will (it is handed one per log).
+
+        Read back from a pickle of it, not deep-copied: a rule file parses into dicts, lists and strings (YAML's
+        BaseLoader, which the checker names), which a pickle gives back alike (equal values, the same types, key
+        order and shared parts), and three files a log took ~135 us to deep-copy against ~70 us to read back
+        (in process; a 10-log item checks 10 logs one after the other in one checker child, on the way to its
+        verdict). Whatever cannot be pickled is deep-copied, as before."""
+        pickled = self._pickled.get(key) or self._pickle(key)
+        return copy.deepcopy(self._parsed[key]) if pickled is None else pickle.loads(pickled)
+
+    def _pickle(self, key: tuple[str, str]) -> bytes | None:
+        try:
+            pickled = pickle.dumps(self._parsed[key], protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # not the plain data the checker's own loader makes
+            return None
+        self._pickled[key] = pickled
+        return pickled
 
     def keep(self, stream: Any, Loader: Any) -> tuple[str, str]:
         """Parse the named `stream` into the cache unless it is there; its key."""
         key = (stream.name, getattr(Loader, "__name__", repr(Loader)))
         if key not in self._parsed:
             self._parsed[key] = self._real.load(stream, Loader=Loader)
-            # Its code too, so that a child forked from here does not compile it again (see compiled_rules).
+            # Its code too, so that a child forked from here does not compile it again (see compiled_rules), and
+            # its pickle (copy_of).
             compiled_rules.compile_ahead(mlp_compliance, self._parsed[key])
+            self._pickle(key)
         return key
 
     def __getattr__(self, attribute: str) -> Any:
@@ -1294,6 +1319,11 @@ def preload_rules() -> int:
         except Exception:
             continue  # the checker meets it again and reports it
         parsed += 1
+        # And the name as the rules enqueue it, judged by the gate now (rule_paths: kept once found inside).
+        with contextlib.suppress(rule_paths.RuleFileOutside):
+            gate = mlp_compliance.enqueue_config
+            if isinstance(gate, rule_paths.Gate):
+                gate.admit(f"{ruleset_dir}/{name}")
     return parsed
 
 

@@ -85,3 +85,44 @@ def test_installed_in_the_checker_once() -> None:
     assert isinstance(gate, rule_paths.Gate)
     rule_paths.install(mlp_compliance)
     assert mlp_compliance.enqueue_config is gate
+
+
+def test_a_name_found_inside_is_kept_and_a_refused_one_judged_each_time(tmp_path: Path, monkeypatch) -> None:
+    """Every log's check enqueues its rule files' names: one found inside is not resolved again; one outside is
+    refused every time it comes, and never kept; the names kept are bounded (they come from logs)."""
+    queued: list[str] = []
+    inside = tmp_path / "checker"
+    (inside / "training_4.0.0").mkdir(parents=True)
+    gate = rule_paths.Gate(queued.append, inside, (inside,))
+    resolved: list[str] = []
+    realpath = os.path.realpath
+
+    def counting(path: str, *args, **kwargs) -> str:
+        resolved.append(path)
+        return realpath(path, *args, **kwargs)
+
+    monkeypatch.setattr(rule_paths.os.path, "realpath", counting)
+    for _ in range(3):
+        gate("training_4.0.0/closed_common.yaml")
+        with pytest.raises(RuleFileOutside):
+            gate("training_4.0.0/../../x_common.yaml")
+    assert queued == ["training_4.0.0/closed_common.yaml"] * 3
+    assert len(resolved) == 1 + 3  # the name inside once, the one outside each time
+    assert gate.inside == {"training_4.0.0/closed_common.yaml"}
+
+    monkeypatch.setattr(rule_paths, "KEPT_NAMES", 2)
+    gate("training_4.0.0/closed_bert.yaml")
+    gate("training_4.0.0/closed_ssd.yaml")  # past the bound: passes, resolved again next time
+    assert len(gate.inside) == 2 and "training_4.0.0/closed_ssd.yaml" not in gate.inside
+    gate("training_4.0.0/closed_ssd.yaml")
+    assert queued[-2:] == ["training_4.0.0/closed_ssd.yaml"] * 2
+
+
+def test_preloading_the_rules_admits_their_names_ahead() -> None:
+    """What a worker preloads before it forks (tool.preload_rules) includes the gate's judgement of each rule file's
+    name, as the rules enqueue it: its checker children start with them found inside."""
+    tool.preload_rules()
+    gate = mlp_compliance.enqueue_config
+    assert isinstance(gate, rule_paths.Gate)
+    assert {f"training_{RULESET}/common.yaml", f"training_{RULESET}/closed_common.yaml",
+            f"training_{RULESET}/closed_bert.yaml"} <= gate.inside
