@@ -137,9 +137,11 @@ def submission_status_fragment(request: HttpRequest, pk: int) -> HttpResponse:
     """The live part of the status page, followed (htmx) until the state is final. Each request waits in
     the server for the state to move (ingest.waiting) and the part it returns asks again at once; where the
     server answered without waiting (no thread to spare), a second later, as the page always polled."""
-    visible = _visible_submissions(request)
-    submission, waited = waiting.follow(visible, get_object_or_404(visible, pk=pk), request.GET.get("wait"),
-                                        request.META)
+    # Found through the whole rule once, then followed as the API follows it (selectors.submission_followed): for a
+    # member of its organization each look is a statement built once per process, not the whole rule again.
+    submission = _visible_submission(request, pk)
+    submission, waited = waiting.follow(selectors.submission_followed(request.user, submission), submission,
+                                        request.GET.get("wait"), request.META)
     return render(request, "ingest/_submission_status.html",
                   {**_status_context(request, submission), "follow_now": waited, "page_wait_s": PAGE_WAIT_S})
 

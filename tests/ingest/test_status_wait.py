@@ -396,3 +396,23 @@ def test_a_ring_for_a_submission_that_left_sight_ends_the_wait_with_not_found(pe
         _RingingBell(lambda: Submission.objects.filter(pk=queued).update(state=Submission.State.VERIFYING))))
     with pytest.raises(NotFound):
         waiting.follow(visible, submission, "10", THREADED)
+
+
+def test_the_status_page_follows_the_submission_as_the_api_does(people, queued, fake_time, monkeypatch) -> None:
+    """The live part's looks while it waits go through ingest.visibility.FollowedSubmission, as the API's do: for a
+    member of the submission's organization, statements built once per process instead of the whole rule."""
+    from ingest.visibility import FollowedSubmission
+
+    looks: list[int] = []
+    state = FollowedSubmission.state
+
+    def counted(self: FollowedSubmission) -> str | None:
+        looks.append(self.pk)
+        return state(self)
+
+    monkeypatch.setattr(FollowedSubmission, "state", counted)
+    fake_time.on_sleep = lambda sleeps: Submission.objects.filter(pk=queued).update(
+        state=Submission.State.VERIFYING)
+    html = _page_client(people.alice).get(f"/submissions/{queued}/status/?wait=10", **THREADED).content.decode()
+    assert 'data-state="verifying"' in html
+    assert looks == [queued, queued]  # before the first sleep, and after it
