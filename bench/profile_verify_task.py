@@ -118,9 +118,9 @@ def _profile(args: argparse.Namespace, tmp: Path) -> None:
 
         heap_freeze(collect=True)  # as the worker does last before it forks
     if not args.no_spare:
-        tool.enable_spares()  # as each worker process does (config/celery.py)
-        from ingest import scratch
+        from ingest import scratch, storage
 
+        tool.enable_spares(scratch=storage.scratch_dir())  # as each worker process does (config/celery.py)
         scratch.enable()  # and its spare scratch folders, likewise
         scratch.prepare()
     submissions.enqueue = lambda submission_id: None  # the task is called here, not through the broker

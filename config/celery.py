@@ -85,14 +85,14 @@ def _spare_checker_child(**kwargs: object) -> None:
     for a fork. The children are forked by the process's fork server (tool.enable_spares starts it), so the
     pool process itself never forks again (ingest.engine.forkserver)."""
     from core.warmup import heap_freeze
-    from ingest import scratch
+    from ingest import scratch, storage
     from ingest.engine import tool
 
     # And its first verification's scratch folders, made ahead likewise (ingest.scratch).
     scratch.enable()
     scratch.prepare()
     heap_freeze(collect=False)  # what the pool set up since the main process froze its heap (no walk: shared pages)
-    tool.enable_spares()
+    tool.enable_spares(scratch=storage.scratch_dir())  # the spares' warm-ups there: the litter sweep's to clear
     tool.prepare_spare()
 
 

@@ -689,12 +689,21 @@ def _next_item() -> None:
     _PARSES.start()  # a parse is reused within an item only
 
 
-def enable_spares() -> None:
+def enable_spares(scratch: Path | None = None) -> None:
     """Let this process keep spare checker children (a verification worker's process, once it has started),
-    forked by a fork server of its own where the platform has one (ingest.engine.forkserver)."""
-    global _SPARES
+    forked by a fork server of its own where the platform has one (ingest.engine.forkserver). Their warm-ups
+    write their sample under `scratch` (the worker's scratch folder; None: the system's temporary folder)."""
+    global _SPARES, _WARM_UP_ROOT
     _SPARES = True
+    _WARM_UP_ROOT = scratch  # before the fork server is forked: the spares it forks read it
     _fork_server_start()
+
+
+# Where a spare child's warm-up writes its sample (enable_spares). Why not the system's temporary folder: a spare
+# killed in the middle of its warm-up (a service manager stopping the worker signals its whole group; a closed
+# session is killed) leaves the sample's folder behind, and nothing removed it there; in the scratch folder the
+# litter sweep does (ingest.cleanup).
+_WARM_UP_ROOT: Path | None = None
 
 
 # Where enabled (enable_spares), the checker children are forked by this server, not by this process.
@@ -759,7 +768,7 @@ def _warm_up(ruleset: str, benchmark: str | None) -> None:
     global _WARMED_FOR
     _WARMED_FOR = (ruleset, benchmark)
     try:
-        with tempfile.TemporaryDirectory(prefix="podium-warm-up-") as folder:
+        with tempfile.TemporaryDirectory(prefix="podium-warm-up-", dir=_WARM_UP_ROOT) as folder:
             system, sample = warm_sample.write(Path(folder), benchmark)
             _check_system_desc_here(system, ruleset)
             _check_compliance_here(sample, ruleset, None)

@@ -153,3 +153,35 @@ def test_a_warm_up_that_fails_only_saves_nothing() -> None:
     # A ruleset and a benchmark the checker has no rules for: the checker raises inside; the warm-up does not.
     assert tool.run_bounded(tool._warm_up, "9.9.9", "no_such_benchmark", budget_s=10).value is None
     assert tool.run_bounded(tool._warm_up, "4.0.0", None, budget_s=10).value is None
+
+
+def test_a_warm_up_writes_its_sample_in_the_workers_scratch_folder(tmp_path: Path, monkeypatch) -> None:
+    """Where the litter sweep finds what a spare killed in the middle of its warm-up leaves (ingest.cleanup), not
+    in the system's temporary folder; and the root is set before the fork server that forks the spares starts."""
+    seen: list[object] = []
+    monkeypatch.setattr(tool, "_SPARES", False)
+    monkeypatch.setattr(tool, "_WARM_UP_ROOT", None)
+    monkeypatch.setattr(tool, "_fork_server_start", lambda: seen.append(tool._WARM_UP_ROOT))
+    tool.enable_spares(scratch=tmp_path)
+    assert seen == [tmp_path]
+
+    # In a child, as a spare warms up (a warm-up changes the checkers' state of the process it runs in).
+    folder = tool.run_bounded(_warm_up_folder, tmp_path, budget_s=30).value
+    assert folder.parent == tmp_path and folder.name.startswith("podium-warm-up-")
+    assert not folder.exists()  # a warm-up that ends removes it
+
+
+def _warm_up_folder(root: Path) -> Path:
+    """Where a warm-up with `root` set (as enable_spares sets it) writes its sample."""
+    tool._WARM_UP_ROOT = root
+    written: list[Path] = []
+    write = tool.warm_sample.write
+
+    def recorded(folder: Path, benchmark: str | None) -> tuple[Path, Path]:
+        written.append(Path(folder))
+        return write(folder, benchmark)
+
+    tool.warm_sample.write = recorded
+    tool._warm_up("4.0.0", None)
+    [folder] = written
+    return folder
