@@ -1318,6 +1318,7 @@ def preload_rules() -> int:
     them only for itself). Returns how many were parsed; a file the parser refuses is left to the checker,
     which then says so as it always has."""
     folder = os.path.dirname(os.path.abspath(mlp_compliance.__file__))
+    gate = mlp_compliance.enqueue_config
     parsed = 0
     for ruleset_dir, name in _ruleset_files(folder, ".yaml"):
         # The name the checker opens it by (mlp_compliance.check_loglines joins the same way): the cache key.
@@ -1329,9 +1330,8 @@ def preload_rules() -> int:
             continue  # the checker meets it again and reports it
         parsed += 1
         # And the name as the rules enqueue it, judged by the gate now (rule_paths: kept once found inside).
-        with contextlib.suppress(rule_paths.RuleFileOutside):
-            gate = mlp_compliance.enqueue_config
-            if isinstance(gate, rule_paths.Gate):
+        if isinstance(gate, rule_paths.Gate):
+            with contextlib.suppress(rule_paths.RuleFileOutside):
                 gate.admit(f"{ruleset_dir}/{name}")
     return parsed
 
