@@ -32,6 +32,9 @@ def _within(path: str, folder: str) -> bool:
 # How many names found inside a Gate keeps (the rule files of every ruleset are a few hundred; the names come from
 # logs, so a log of made-up ones must not grow the set without end: past this they are resolved each time).
 KEPT_NAMES = 2_000
+# And only names this long at most: a log's line may be 64 KB, and a name that long made of "./" still resolves
+# inside; the package's own are under 60 characters.
+KEPT_NAME_CHARS = 200
 
 
 class Gate:
@@ -59,7 +62,7 @@ class Gate:
         path = os.path.realpath(os.path.join(self.base, config))
         if not any(_within(path, folder) for folder in self.allowed):
             raise RuleFileOutside(f"the log names a rules file outside the checker's own: {str(config)[:200]!r}")
-        if type(config) is str and len(self.inside) < KEPT_NAMES:
+        if type(config) is str and len(config) <= KEPT_NAME_CHARS and len(self.inside) < KEPT_NAMES:
             self.inside.add(config)
 
 

@@ -126,3 +126,15 @@ def test_preloading_the_rules_admits_their_names_ahead() -> None:
     assert isinstance(gate, rule_paths.Gate)
     assert {f"training_{RULESET}/common.yaml", f"training_{RULESET}/closed_common.yaml",
             f"training_{RULESET}/closed_bert.yaml"} <= gate.inside
+
+
+def test_a_long_name_that_resolves_inside_passes_and_is_not_kept(tmp_path: Path) -> None:
+    """A log's value may make a 64 KB name that still resolves inside ("./" over and over): the checker gets it as
+    before, and the gate keeps none that long (what it keeps is bounded in size, not only in count)."""
+    queued: list[str] = []
+    inside = tmp_path / "checker"
+    (inside / "training_4.0.0").mkdir(parents=True)
+    gate = rule_paths.Gate(queued.append, inside, (inside,))
+    long_name = "training_4.0.0/" + "./" * 30_000 + "closed_common.yaml"
+    gate(long_name)
+    assert queued == [long_name] and gate.inside == set()
