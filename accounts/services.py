@@ -17,7 +17,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
 from django.core.mail import send_mail
 from django.core.validators import validate_email
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -71,21 +71,24 @@ def audit_record(
 _AUDIT_COLUMNS = ("actor", "actor_label", "action", "subject_type", "subject_id", "before", "after", "created_at")
 
 
-def audit_insert_from(source: str, *, actor: str, action: str, subject_type: str, subject_id: str,
+def audit_insert_from(source: str, *, actor: Actor, action: str, subject_type: str, subject_id: str,
                       before: dict[str, Any], after: str, after_params: list[Any],
                       at: datetime.datetime) -> tuple[str, list[Any]]:
     """An `INSERT … SELECT … FROM source` (PostgreSQL) that writes, for each row of `source`, the row audit_record
     would write: for a change made by a data-modifying statement whose audit row must be written by the same
     statement (a WITH query of it names `source`). `subject_id` and `after` are SQL over `source`'s columns (`after`
-    a jsonb, its parameters `after_params`); the actor is a process's name (no user). The SQL and its parameters."""
+    a jsonb, its parameters `after_params`). The SQL and its parameters."""
     fields = [field for field in AuditEvent._meta.concrete_fields if not field.primary_key]
     if tuple(field.name for field in fields) != _AUDIT_COLUMNS:
         raise RuntimeError(f"AuditEvent's columns changed ({[field.name for field in fields]}): audit_insert_from "
                            "writes only those of _AUDIT_COLUMNS")
     columns = ", ".join(f'"{field.column}"' for field in fields)
-    sql = (f'INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT NULL, %s, %s, %s, {subject_id}, '
-           f"%s::jsonb, {after}, %s FROM {source}")
-    return sql, [actor_label(actor)[:120], action, subject_type, json.dumps(before), *after_params, at]
+    # The user's key cast to its column's type: PostgreSQL would read a bare parameter there as text.
+    actor_type = AuditEvent._meta.get_field("actor").db_type(connection)
+    sql = (f'INSERT INTO "{AuditEvent._meta.db_table}" ({columns}) SELECT %s::{actor_type}, %s, %s, %s, '
+           f"{subject_id}, %s::jsonb, {after}, %s FROM {source}")
+    actor_id = None if isinstance(actor, str) else actor.pk
+    return sql, [actor_id, actor_label(actor)[:120], action, subject_type, json.dumps(before), *after_params, at]
 
 
 _batch = threading.local()

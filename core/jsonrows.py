@@ -61,22 +61,41 @@ def bulk_insert(objs: Sequence[M], *, using: str | None = None) -> list[M]:
         return list(objs)
     model = type(objs[0])
     alias = using or router.db_for_write(model)
-    connection = connections[alias]
-    with_pk = objs[0].pk is not None  # all of them, or none: _rows
-    plan = _plan(model, alias, with_pk) if connection.vendor == "postgresql" else None
-    rows = _rows(objs, model, plan[1], with_pk) if plan is not None else None
-    if plan is None or rows is None:
+    statement = insert_statement(objs, using=alias)
+    if statement is None:
         return model._default_manager.using(alias).bulk_create(objs)
     # As save() and bulk_create: a failed insert inside a transaction leaves it to be rolled back, never committed.
     # Prepared (core.prepared): the statement's text is the model's, whatever the rows; parsing and planning it took
     # PostgreSQL 0.3-0.4 ms of each of a verdict's inserts (bench/profile_verify_task.py --queries).
-    with transaction.mark_for_rollback_on_error(using=alias), prepared.cursor(connection) as cursor:
-        cursor.execute(plan[0], [rows])
+    with transaction.mark_for_rollback_on_error(using=alias), prepared.cursor(connections[alias]) as cursor:
+        cursor.execute(*statement)
         ids = [row[0] for row in cursor.fetchall()]
+    return inserted(objs, ids, using=alias)
+
+
+def insert_statement(objs: Sequence[Model], *, using: str | None = None) -> tuple[str, list[Any]] | None:
+    """The INSERT `bulk_insert` sends for `objs` on PostgreSQL and its parameters, for a caller that sends it inside a
+    statement of its own (a WITH query: its RETURNING gives each new row's primary key, named as the model's, in the
+    objects' order); None where bulk_insert would hand them to bulk_create (another database, a value the JSON text
+    cannot carry: the module's docstring). The caller sets the keys it reads back (`inserted`)."""
+    if not objs:
+        return None
+    model = type(objs[0])
+    alias = using or router.db_for_write(model)
+    if connections[alias].vendor != "postgresql":
+        return None
+    with_pk = objs[0].pk is not None  # all of them, or none: _rows
+    plan = _plan(model, alias, with_pk)
+    rows = _rows(objs, model, plan[1], with_pk) if plan is not None else None
+    return None if plan is None or rows is None else (plan[0], [rows])
+
+
+def inserted(objs: Sequence[M], ids: Sequence[Any], *, using: str) -> list[M]:
+    """`objs` as saved, each with its primary key from `ids` (in the same order), as bulk_create leaves them."""
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
         obj._state.adding = False
-        obj._state.db = alias
+        obj._state.db = using
     return list(objs)
 
 

@@ -487,18 +487,87 @@ def test_the_verdict_is_stored_without_savepoints_and_locks_the_submission_once(
 
 @pytest.mark.django_db(transaction=True)
 def test_an_upload_is_stored_without_a_savepoint(people, round_open, acme_bundle, monkeypatch) -> None:
-    """Its row is inserted in the request's transaction with its audit row: no get_or_create (a savepoint and a
-    second look, three round trips on PostgreSQL on the way to the verdict)."""
+    """Its row is inserted with its audit row, not got-or-created (a savepoint and a second look, three round trips on
+    PostgreSQL on the way to the verdict); on PostgreSQL both in one statement that commits on its own (no BEGIN, no
+    COMMIT), queued once it is committed."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    monkeypatch.setattr(submissions, "enqueue", lambda submission_id: None)
+    queued: list[tuple[int, bool]] = []
+    monkeypatch.setattr(submissions, "enqueue", lambda submission_id: queued.append(
+        (submission_id, connection.in_atomic_block)))
+    client = api(people.alice)
     with CaptureQueriesContext(connection) as queries:
-        response = upload(api(people.alice), acme_bundle)
+        response = upload(client, acme_bundle)
     assert response.status_code == 201
     statements = [q["sql"].upper() for q in queries.captured_queries]
     assert not [s for s in statements if "SAVEPOINT" in s]
-    assert len([s for s in statements if s.startswith('INSERT INTO "INGEST_SUBMISSION"')]) == 1
+    inserts = [s for s in statements if 'INSERT INTO "INGEST_SUBMISSION"' in s]
+    assert len(inserts) == 1
+    submission = Submission.objects.get()
+    assert queued == [(submission.pk, False)]
+    if connection.vendor == "postgresql":
+        assert 'INSERT INTO "ACCOUNTS_AUDITEVENT"' in inserts[0]
+        assert not [s for s in statements if s in ("BEGIN", "COMMIT") or s.startswith('INSERT INTO "ACCOUNTS')]
+    event = AuditEvent.objects.get(action="submission.create")
+    assert (event.actor_id, event.actor_label, event.subject_type, event.subject_id, event.before, event.after) == (
+        people.alice.pk, people.alice.username, "submission", submission.pk, {},
+        {"state": "received", "sha256": submission.sha256, "name": "bundle.tar.gz"})
+    assert submission.created_at <= event.created_at
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_inside_a_callers_transaction_is_queued_at_its_commit(people, round_open, acme_bundle, tmp_path,
+                                                                        monkeypatch) -> None:
+    """The review app uploads inside its own transaction: the submission and its audit row are written there (a
+    savepoint, so that the same bytes stored meanwhile leave the caller's transaction usable) and queued only once it
+    commits; rolled back, nothing stays and nothing is queued."""
+    from django.db import transaction
+
+    queued: list[int] = []
+    monkeypatch.setattr(submissions, "enqueue", queued.append)
+    archive = tmp_path / "bundle.tar.gz"
+    archive.write_bytes(acme_bundle)
+    with transaction.atomic():
+        outcome = submissions.submission_upload(actor=people.alice, organization=people.acme, round=round_open,
+                                                archive=archive, original_name="bundle.tar.gz")
+        assert queued == [] and AuditEvent.objects.filter(action="submission.create").count() == 1
+    assert queued == [outcome.submission.pk]
+    other = tmp_path / "other.tar.gz"
+    other.write_bytes(acme_bundle + b"\0" * 1024)  # other bytes, the same tree
+    with pytest.raises(RuntimeError, match="the caller's rollback"), transaction.atomic():
+        submissions.submission_upload(actor=people.alice, organization=people.acme, round=round_open,
+                                      archive=other, original_name="bundle.tar.gz")
+        raise RuntimeError("the caller's rollback")
+    assert queued == [outcome.submission.pk] and Submission.objects.count() == 1
+    assert AuditEvent.objects.filter(action="submission.create").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_stands_when_its_hand_over_fails_after_its_commit(people, round_open, acme_bundle,
+                                                                    monkeypatch) -> None:
+    """Committed, the upload is answered and queued whatever happens to its unpacked folder: its verification then
+    unpacks the stored archive."""
+    from django.db import connection
+
+    from ingest import handoff
+
+    queued: list[int] = []
+    monkeypatch.setattr(submissions, "enqueue", queued.append)
+
+    def full_disk(*args: object, **kwargs: object) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(handoff, "hand_over", full_disk)
+    client = api(people.alice)
+    if connection.vendor != "postgresql":  # there it is inside the upload's transaction: refused whole
+        with pytest.raises(OSError):
+            upload(client, acme_bundle)
+        assert not Submission.objects.exists() and queued == []
+        return
+    response = upload(client, acme_bundle)
+    assert response.status_code == 201, response.content
+    assert queued == [response.json()["id"]] == [Submission.objects.get().pk]
 
 
 @pytest.mark.django_db(transaction=True)
