@@ -75,6 +75,51 @@ def test_an_answer_not_clean_lets_go_of_it_at_once(make_tree, monkeypatch, offer
     assert any("a warning the clean answer does not have" in f.message for run in report.runs for f in run.findings)
 
 
+def _seeds_answering(monkeypatch, *, warnings: tuple[str, ...] = (), no_seed_in_first: bool = False) -> None:
+    """The seed checker's answer carries `warnings`, and with `no_seed_in_first` the error that the first log it was
+    given logs no seed (it then fails)."""
+    given: list[Any] = []
+    submit, real = tool.ComplianceChecks.submit_seeds, tool.ComplianceChecks.seeds
+
+    def submit_seeds(self: tool.ComplianceChecks, paths: list[Any]) -> None:
+        given.extend(paths)
+        submit(self, paths)
+
+    def seeds(self: tool.ComplianceChecks) -> Any:
+        allowed, outcome = real(self)
+        outcome.warnings = list(warnings)
+        if no_seed_in_first:
+            outcome.errors, outcome.passed = [f"Result file {given[0]} logs no seed."], False
+        return allowed, outcome
+
+    monkeypatch.setattr(tool.ComplianceChecks, "submit_seeds", submit_seeds)
+    monkeypatch.setattr(tool.ComplianceChecks, "seeds", seeds)
+
+
+def test_a_seed_answer_with_a_warning_podium_does_not_report_keeps_the_report_speculated_on(
+        make_tree, monkeypatch, offered_at_once) -> None:
+    """The seed check's answer is the last: not let go of there, whatever it says; the caller compares the report
+    with the one speculated on (submissions._VerdictAhead.settle). A warning of the seed checker's that Podium reports
+    nothing of (real NVIDIA v4.0 ssd logs: several seeds in one log) leaves them alike."""
+    _seeds_answering(monkeypatch, warnings=("Result file /x/result_0.txt logs more than one seeds [1, 2]",))
+    events: list[str] = []
+    report, offered = _verified_noting(make_tree, events)
+    assert events == ["offered"] and offered[0] is not None
+    assert same_report(offered[0], report)
+
+
+def test_a_seed_answer_that_changes_the_report_is_left_to_the_callers_comparison(make_tree, monkeypatch,
+                                                                                  offered_at_once) -> None:
+    """A run that logs no seed: the report differs from the one speculated on, which the caller's comparison finds
+    (and stores the verdict anew)."""
+    _seeds_answering(monkeypatch, no_seed_in_first=True)
+    events: list[str] = []
+    report, offered = _verified_noting(make_tree, events)
+    assert events == ["offered"] and offered[0] is not None
+    assert not same_report(offered[0], report)
+    assert any(f.checker in ("seed", "later_rule") and "seed" in f.message for f in report.findings)
+
+
 def test_an_answer_not_in_within_the_hold_lets_go_of_it(make_tree, monkeypatch) -> None:
     monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)  # none in, ever
     offered: list[ItemReport | None] = []
