@@ -120,6 +120,23 @@ def test_a_seed_answer_that_changes_the_report_is_left_to_the_callers_comparison
     assert any(f.checker in ("seed", "later_rule") and "seed" in f.message for f in report.findings)
 
 
+def test_runs_that_log_no_seed_are_foreseen_in_the_seed_answer_speculated_on(make_tree, monkeypatch,
+                                                                            offered_at_once) -> None:
+    """Runs that log no seed (real v4.0 NVIDIA dlrm_dcnv2 logs): the seed checker fails them, and the report speculated
+    on foresees that from Podium's own reading of the logs, so it is the real one."""
+    (source,) = items_of(make_tree(BERT) / BERT[0])
+    for log in source.result_files:
+        lines = log.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if '"key": "seed"' not in line]
+        assert len(kept) < len(lines)  # the demo's runs log their seeds
+        log.write_text("".join(kept))
+    offered: list[ItemReport | None] = []
+    report = verify_item(source, RULESET, speculate=offered.append)
+    assert len(offered) == 1 and offered[0] is not None
+    assert same_report(offered[0], report)
+    assert any("seed" in f.message for f in report.findings)  # the seed rule's finding, as the checker's answer had it
+
+
 def test_an_answer_not_in_within_the_hold_lets_go_of_it(make_tree, monkeypatch) -> None:
     monkeypatch.setattr(tool.ComplianceChecks, "answered", lambda self, within_s: False)  # none in, ever
     offered: list[ItemReport | None] = []
