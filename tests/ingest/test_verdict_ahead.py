@@ -14,6 +14,7 @@ from accounts.models import AuditEvent
 from ingest.engine import tool
 from ingest.models import Finding, Result, Run, Submission
 from ingest.services import submissions
+from tests.ingest.engine.test_speculation import _seeds_answering
 from tests.ingest.test_run_logs import _received, bundle  # noqa: F401  (a fixture: one item, five runs)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("offered_at_once")]
@@ -129,27 +130,6 @@ def test_an_answer_not_clean_rolls_the_verdict_stored_ahead_back(people, round_o
     assert AuditEvent.objects.filter(action="result.create").count() == 1  # the rolled-back one left none
 
 
-def _seed_answer(monkeypatch, *, warning: str = "", no_seed_in_first: bool = False) -> None:
-    """The seed checker's answer (the last) carries `warning`, or says the first log it was given logs no seed."""
-    given: list[Any] = []
-    submit, real = tool.ComplianceChecks.submit_seeds, tool.ComplianceChecks.seeds
-
-    def submit_seeds(self: tool.ComplianceChecks, paths: list[Any]) -> None:
-        given.extend(paths)
-        submit(self, paths)
-
-    def seeds(self: tool.ComplianceChecks) -> Any:
-        allowed, outcome = real(self)
-        if warning:
-            outcome.warnings = [warning]
-        if no_seed_in_first:
-            outcome.errors, outcome.passed = [f"Result file {given[0]} logs no seed."], False
-        return allowed, outcome
-
-    monkeypatch.setattr(tool.ComplianceChecks, "submit_seeds", submit_seeds)
-    monkeypatch.setattr(tool.ComplianceChecks, "seeds", seeds)
-
-
 def test_a_seed_answer_that_leaves_the_verdict_as_stored_ahead_commits_it(people, round_open, bundle,  # noqa: F811
                                                                           monkeypatch,
                                                                           django_capture_on_commit_callbacks) -> None:
@@ -157,7 +137,7 @@ def test_a_seed_answer_that_leaves_the_verdict_as_stored_ahead_commits_it(people
     logs do): the verdict stored ahead is the real one, and is committed, not stored again."""
     archive, _ = bundle
     submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
-    _seed_answer(monkeypatch, warning="Result file /x/result_0.txt logs more than one seeds [1, 2]")
+    _seeds_answering(monkeypatch, warnings=("Result file /x/result_0.txt logs more than one seeds [1, 2]",))
     writes, after_the_checks = _counted(monkeypatch, "_store_in"), _counted(monkeypatch, "_store")
     assert submissions.submission_verify(submission_id=submission.pk) == Submission.State.VERIFIED
     assert writes == [1] and after_the_checks == []
@@ -168,7 +148,7 @@ def test_a_seed_answer_that_changes_the_verdict_rolls_it_back(people, round_open
                                                               django_capture_on_commit_callbacks) -> None:
     archive, _ = bundle
     submission = _received(people, round_open, archive, django_capture_on_commit_callbacks)
-    _seed_answer(monkeypatch, no_seed_in_first=True)
+    _seeds_answering(monkeypatch, no_seed_in_first=True)
     writes, after_the_checks = _counted(monkeypatch, "_store_in"), _counted(monkeypatch, "_store")
     submissions.submission_verify(submission_id=submission.pk)
     assert writes == [1, 1] and after_the_checks == [1]
