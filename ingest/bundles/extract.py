@@ -45,20 +45,22 @@ def extract_bundle(archive: Path, dest: Path, *, limits: Limits) -> Path:
 
 
 def _write(archive: Archive, members: list[Member], dest: Path, limits: Limits) -> None:
+    # Paths as strings, not pathlib's: on the way to every upload's verdict, pathlib's parsing of each member's
+    # path and its parents was a tenth of the unpacking's CPU (bench, 12 members).
+    root = os.fspath(dest)
     total = 0
-    made = {dest}  # folders made here: each mkdir of one again is a system call (~80 us on a slow disk)
+    made = {root}  # folders made here: each mkdir of one again is a system call (~80 us on a slow disk)
     for member in members:
         if is_junk(member.name):
             continue
-        target = dest.joinpath(*member.name.split("/"))
+        parts = member.name.split("/")
+        target = os.path.join(root, *parts)
+        folder = target if member.is_dir else os.path.join(root, *parts[:-1])
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.update(os.path.join(root, *parts[:depth]) for depth in range(1, len(parts) + member.is_dir))
         if member.is_dir:
-            if target not in made:
-                target.mkdir(parents=True, exist_ok=True)
-                made.update((target, *target.parents))
             continue
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.update((target.parent, *target.parent.parents))
         with reading():
             stream = archive.open(member)
         written = 0

@@ -7,7 +7,6 @@ import hashlib
 import io
 import re
 import tarfile
-import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from ingest.bundles.layout import RESULT_NAME, check_log_text, check_system_json
 from ingest.bundles.limits import BundleRejected, Limits, check_expanded_size, check_file_size, human_size, shown
-from ingest.bundles.screen import too_many_members
+from ingest.bundles.screen import CONTROL, too_many_members
 from ingest.engine.logparse import parse_log
 
 
@@ -116,7 +115,7 @@ def _folder_name(value: str, what: str) -> str:
         problem = "starts with a dot"
     elif "/" in value or "\\" in value:
         problem = "contains a slash"
-    elif any(unicodedata.category(c) == "Cc" for c in value):
+    elif CONTROL.search(value):
         problem = "contains control characters"
     elif len(value.encode("utf-8", "surrogatepass")) > 255:
         problem = "is longer than 255 bytes"

@@ -15,7 +15,9 @@ import random
 import re
 import stat
 import struct
+import sys
 import tarfile
+import unicodedata
 import warnings
 import zipfile
 import zlib
@@ -31,6 +33,7 @@ from ingest.bundles import (
     formats,
     pack_loose_files,
     read_member,
+    screen,
     sha256_of,
 )
 from ingest.bundles import extract as extract_module
@@ -311,12 +314,20 @@ def test_explicit_folder_entries_are_fine(tmp_path: Path, dest: Path) -> None:
         ("C:/Windows/x", "points outside the bundle (a drive letter)"),
         ("Org\\..\\..\\x", "contains a backslash"),
         ("Org/bell\x07.txt", "contains control characters"),
+        ("Org/del\x7f.txt", "contains control characters"),
+        ("Org/c1\x85.txt", "contains control characters"),
     ],
 )
 def test_a_member_escaping_the_bundle_is_refused(
     tmp_path: Path, dest: Path, fmt: str, name: str, fragment: str
 ) -> None:
     assert fragment in refused(hostile(tmp_path, fmt, {name: b"x"}), dest)
+
+
+def test_the_control_characters_refused_are_unicodes_own() -> None:
+    """screen.CONTROL, one search of a name, finds exactly the characters of Unicode's general category Cc."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    assert set(screen.CONTROL.findall(every)) == {c for c in every if unicodedata.category(c) == "Cc"}
 
 
 def test_the_refusal_comes_before_anything_is_written(
