@@ -64,20 +64,14 @@ def bulk_insert(objs: Sequence[M], *, using: str | None = None) -> list[M]:
     statement = insert_statement(objs, using=alias)
     if statement is None:
         return model._default_manager.using(alias).bulk_create(objs)
-    # As save() and bulk_create: a failed insert inside a transaction leaves it to be rolled back, never committed.
-    # Prepared (core.prepared): the statement's text is the model's, whatever the rows; parsing and planning it took
-    # PostgreSQL 0.3-0.4 ms of each of a verdict's inserts (bench/profile_verify_task.py --queries).
-    with transaction.mark_for_rollback_on_error(using=alias), prepared.cursor(connections[alias]) as cursor:
-        cursor.execute(*statement)
-        ids = [row[0] for row in cursor.fetchall()]
-    return inserted(objs, ids, using=alias)
+    return inserted_by(objs, statement, using=alias)
 
 
 def insert_statement(objs: Sequence[Model], *, using: str | None = None) -> tuple[str, list[Any]] | None:
     """The INSERT `bulk_insert` sends for `objs` on PostgreSQL and its parameters, for a caller that sends it inside a
     statement of its own (a WITH query: its RETURNING gives each new row's primary key, named as the model's, in the
     objects' order); None where bulk_insert would hand them to bulk_create (another database, a value the JSON text
-    cannot carry: the module's docstring). The caller sets the keys it reads back (`inserted`)."""
+    cannot carry: the module's docstring). The caller sends it with `inserted_by`."""
     if not objs:
         return None
     model = type(objs[0])
@@ -90,8 +84,15 @@ def insert_statement(objs: Sequence[Model], *, using: str | None = None) -> tupl
     return None if plan is None or rows is None else (plan[0], [rows])
 
 
-def inserted(objs: Sequence[M], ids: Sequence[Any], *, using: str) -> list[M]:
-    """`objs` as saved, each with its primary key from `ids` (in the same order), as bulk_create leaves them."""
+def inserted_by(objs: Sequence[M], statement: tuple[str, list[Any]], *, using: str) -> list[M]:
+    """Run `statement` (insert_statement's, or a caller's statement built on it whose rows give each new row's primary
+    key, in the objects' order) and return `objs` as saved, each with its key, as bulk_create leaves them."""
+    # As save() and bulk_create: a failed insert inside a transaction leaves it to be rolled back, never committed.
+    # Prepared (core.prepared): the statement's text is the model's, whatever the rows; parsing and planning it took
+    # PostgreSQL 0.3-0.4 ms of each of a verdict's inserts (bench/profile_verify_task.py --queries).
+    with transaction.mark_for_rollback_on_error(using=using), prepared.cursor(connections[using]) as cursor:
+        cursor.execute(*statement)
+        ids = [row[0] for row in cursor.fetchall()]
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
         obj._state.adding = False

@@ -36,7 +36,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import audit_batch, audit_insert_from, audit_record
 from catalog.models import Round
-from core import compiled, jsonrows, prepared, wake
+from core import compiled, jsonrows, wake
 from core.broker import hand_off
 from core.errors import BadRequest
 from ingest import handoff, storage, waiting
@@ -255,12 +255,9 @@ def _creation_in_one(submission: Submission, *, actor: User, after: dict[str, An
 
 
 def _created(submission: Submission, statement: tuple[str, list[Any]]) -> None:
-    """Run _creation_in_one's statement and set the submission's id. Prepared (core.prepared): its text is the same
-    for every upload."""
-    with transaction.mark_for_rollback_on_error(), prepared.cursor(connection) as cursor:
-        cursor.execute(*statement)
-        ((pk,),) = cursor.fetchall()
-    jsonrows.inserted([submission], [pk], using=connection.alias)
+    """Run _creation_in_one's statement (prepared, as jsonrows' inserts are: its text is the same for every upload)
+    and set the submission's id."""
+    jsonrows.inserted_by([submission], statement, using=connection.alias)
 
 
 def _hand_over_and_queue(unpacked: Path, submission: Submission, limits: Limits) -> None:
